@@ -1,0 +1,25 @@
+// Package naming is the one place that spells identifiers derived from the product name. Every
+// other package takes them from here, so a rename is a one-file change.
+package naming
+
+// The product's name as it appears inside identifiers.
+const (
+	// Product is the neutral product word used inside identifiers.
+	Product = "platform"
+	// GroupSuffix ends the name of every built-in API group ("apps" is the exception upstream
+	// keeps; named groups such as "rbac.platform.io" use it).
+	GroupSuffix = "platform.io"
+	// ProtobufMediaType is the binary media type of the resource API.
+	ProtobufMediaType = "application/vnd.platform.protobuf"
+	// SystemNamespace holds the control plane's own objects.
+	SystemNamespace = "platform-system"
+	// PublicNamespace is readable by everyone, authenticated or not.
+	PublicNamespace = "platform-public"
+	// ExecInfoEnv is the variable that hands exec credential plugins their input.
+	ExecInfoEnv = "PLATFORM_EXEC_INFO"
+	// RedisKeyPrefix starts every key the storage service writes to Redis.
+	RedisKeyPrefix = "platform"
+)
+
+// ProtobufMagic starts every binary (Protobuf envelope) body.
+var ProtobufMagic = [4]byte{0x6b, 0x38, 0x73, 0x00}

@@ -1,0 +1,201 @@
+// Package redistest starts a real redis-server for tests and benchmarks: on a free loopback port,
+// with its own temporary directory and AOF persistence. A missing redis-server binary is a test
+// failure with a clear message, never a skip.
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options configure the server.
+type Options struct {
+	// AppendFsync is Redis's appendfsync policy: "always" or "everysec" (the default).
+	AppendFsync string
+	// Password, when set, is required from clients (requirepass).
+	Password string
+}
+
+// Server is a running (or stopped, between Stop and Start) redis-server.
+type Server struct {
+	opts Options
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start runs a redis-server for the test and stops it when the test ends.
+func Start(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	dir := tb.TempDir()
+	s, err := StartProcess(dir, opts)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Stop(false) })
+	return s
+}
+
+// StartProcess runs a redis-server with its data in dir, outside of a test (the load tool uses
+// it). The caller stops it.
+func StartProcess(dir string, opts Options) (*Server, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, errors.New("redis-server not found on PATH: install it (Debian: apt-get install redis-server); tests that need Redis do not skip")
+	}
+	if opts.AppendFsync == "" {
+		opts.AppendFsync = "everysec"
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, dir: dir, port: port}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is a redis:// URL for the server, with the password if one is set.
+func (s *Server) URL() string {
+	if s.opts.Password != "" {
+		return "redis://:" + s.opts.Password + "@" + s.Addr() + "/0"
+	}
+	return "redis://" + s.Addr() + "/0"
+}
+
+// Dir is the server's data directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Start starts the server (again) on the same port and data directory and waits until it
+// answers PING.
+func (s *Server) Start() error {
+	if s.cmd != nil {
+		return errors.New("redistest: server already running")
+	}
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--appendonly", "yes",
+		"--appendfsync", s.opts.AppendFsync,
+		"--save", "",
+		"--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}
+	if s.opts.Password != "" {
+		args = append(args, "--requirepass", s.opts.Password)
+	}
+	cmd := exec.Command("redis-server", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	s.cmd = cmd
+	s.done = make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(s.done)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			s.cmd = nil
+			return fmt.Errorf("redistest: redis-server exited at start; log: %s", s.logTail())
+		default:
+		}
+		if s.ping() == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = s.Stop(true)
+	return fmt.Errorf("redistest: redis-server did not answer PING within 10s; log: %s", s.logTail())
+}
+
+// Stop stops the server: with kill, by SIGKILL (a crash: only what the AOF policy made durable
+// survives); otherwise by SIGTERM, which makes Redis flush its AOF and exit cleanly.
+func (s *Server) Stop(kill bool) error {
+	if s.cmd == nil {
+		return nil
+	}
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	s.cmd = nil
+	return nil
+}
+
+// Restart stops and starts the server on the same port and data directory.
+func (s *Server) Restart(kill bool) error {
+	if err := s.Stop(kill); err != nil {
+		return err
+	}
+	return s.Start()
+}
+
+func (s *Server) ping() error {
+	conn, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	cmd := "PING\r\n"
+	if s.opts.Password != "" {
+		cmd = fmt.Sprintf("AUTH %s\r\nPING\r\n", s.opts.Password)
+	}
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return err
+	}
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(line, "+PONG") {
+			return nil
+		}
+		if strings.HasPrefix(line, "-") {
+			return errors.New(strings.TrimSpace(line))
+		}
+	}
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,8 +1,0 @@
-module platform.io/test
-
-go 1.26
-
-replace (
-	platform.io/libs => ../libs
-	platform.io/proto => ../proto
-)

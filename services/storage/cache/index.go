@@ -1,0 +1,130 @@
+package cache
+
+import (
+	"sort"
+	"strings"
+
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/storage/backend"
+)
+
+// version is one state of a key: the object as of rev, or nil if the key was deleted at rev.
+type version struct {
+	rev int64
+	obj *storagev1.Object
+}
+
+// index is a multi-version index of one type's keys: for every key, its states from the newest
+// one at or before the compacted revision up to the present. It answers "what did key k hold at
+// revision r" for every retained r. It is not safe for concurrent use; typeCache guards it.
+type index struct {
+	versions map[string][]version
+	// keys holds every key with at least one version, sorted, for ordered (paged) scans.
+	keys []string
+}
+
+func newIndex() *index { return &index{versions: make(map[string][]version)} }
+
+// add records that key holds obj (nil: deleted) from rev on. Revisions arrive in order.
+func (ix *index) add(key string, rev int64, obj *storagev1.Object) {
+	vs, ok := ix.versions[key]
+	if !ok {
+		i := sort.SearchStrings(ix.keys, key)
+		ix.keys = append(ix.keys, "")
+		copy(ix.keys[i+1:], ix.keys[i:])
+		ix.keys[i] = key
+	}
+	ix.versions[key] = append(vs, version{rev: rev, obj: obj})
+}
+
+// at returns the object key held at rev, or nil.
+func (ix *index) at(key string, rev int64) *storagev1.Object {
+	return objectAt(ix.versions[key], rev)
+}
+
+func objectAt(vs []version, rev int64) *storagev1.Object {
+	// Reads are mostly of the newest state: look from the end.
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].rev <= rev {
+			return vs[i].obj
+		}
+	}
+	return nil
+}
+
+// compactKey drops the versions of key that no read at a revision >= compacted can see.
+func (ix *index) compactKey(key string, compacted int64) {
+	vs := ix.versions[key]
+	// Keep the newest version at or before compacted (the state at compacted) and all later ones.
+	keep := 0
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].rev <= compacted {
+			keep = i
+			if vs[i].obj == nil {
+				keep = i + 1 // absent at compacted: the tombstone itself is no longer needed
+			}
+			break
+		}
+	}
+	if keep == 0 {
+		return
+	}
+	rest := vs[keep:]
+	if len(rest) == 0 {
+		delete(ix.versions, key)
+		i := sort.SearchStrings(ix.keys, key)
+		if i < len(ix.keys) && ix.keys[i] == key {
+			ix.keys = append(ix.keys[:i], ix.keys[i+1:]...)
+		}
+		return
+	}
+	ix.versions[key] = append([]version(nil), rest...)
+}
+
+// scan calls fn, in key order, for each object visible at rev whose key starts with prefix and
+// sorts after `after` (exclusive; "" for the start), until fn returns false.
+func (ix *index) scan(prefix, after string, rev int64, fn func(key string, obj *storagev1.Object) bool) {
+	from := prefix
+	if after >= from {
+		from = after + "\x00"
+	}
+	for i := sort.SearchStrings(ix.keys, from); i < len(ix.keys); i++ {
+		key := ix.keys[i]
+		if !strings.HasPrefix(key, prefix) {
+			return
+		}
+		if obj := objectAt(ix.versions[key], rev); obj != nil {
+			if !fn(key, obj) {
+				return
+			}
+		}
+	}
+}
+
+// buildIndex reconstructs the index from a snapshot: the live objects at snap.Revision and the
+// retained events, whose previous objects give every key's state at the compacted revision.
+func buildIndex(snap *backend.Snapshot) *index {
+	ix := newIndex()
+	for _, ev := range snap.Events {
+		key := backend.Key(ev.Object.GetNamespace(), ev.Object.GetName())
+		if _, seen := ix.versions[key]; !seen && ev.Prev != nil {
+			ix.add(key, ev.Prev.GetResourceVersion(), ev.Prev)
+		}
+		ix.apply(key, ev)
+	}
+	for _, obj := range snap.Objects {
+		key := backend.Key(obj.GetNamespace(), obj.GetName())
+		if _, seen := ix.versions[key]; !seen {
+			ix.add(key, obj.GetResourceVersion(), obj)
+		}
+	}
+	return ix
+}
+
+func (ix *index) apply(key string, ev backend.Event) {
+	if ev.Type == backend.Deleted {
+		ix.add(key, ev.Revision, nil)
+		return
+	}
+	ix.add(key, ev.Revision, ev.Object)
+}

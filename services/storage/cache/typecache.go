@@ -1,0 +1,210 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/storage/backend"
+)
+
+// typeCache holds one resource type: its multi-version index and its retained events, kept
+// current by a single reader of the backend's log. Watchers read the event slice by revision
+// (a cursor each) and wait on notify, so fan-out costs no per-watcher buffering or copying.
+type typeCache struct {
+	rt   *storagev1.ResourceType
+	name string
+	be   backend.Backend
+	log  *slog.Logger
+
+	mu        sync.RWMutex
+	rev       int64 // every event up to rev is applied
+	compacted int64
+	ix        *index
+	// events holds (compacted, rev]: events[i].Revision == compacted+1+i. Elements are never
+	// modified once appended, so readers may keep a sub-slice after unlocking.
+	events []backend.Event
+	// notify is closed (and replaced) whenever rev, compacted or generation changes.
+	notify chan struct{}
+	// generation changes when the cache is rebuilt from a new snapshot; watches of an older
+	// generation end so that their clients resume from their last revision.
+	generation uint64
+	watchers   int
+}
+
+func newTypeCache(rt *storagev1.ResourceType, be backend.Backend, log *slog.Logger) *typeCache {
+	return &typeCache{rt: rt, name: backend.TypeName(rt), be: be, log: log, notify: make(chan struct{}), ix: newIndex()}
+}
+
+// load replaces the cache's contents with a fresh snapshot of the backend.
+func (tc *typeCache) load(ctx context.Context) error {
+	snap, err := tc.be.Snapshot(ctx, tc.rt)
+	if err != nil {
+		return err
+	}
+	ix := buildIndex(snap)
+	tc.mu.Lock()
+	tc.ix = ix
+	tc.rev = snap.Revision
+	tc.compacted = snap.Compacted
+	tc.events = snap.Events
+	tc.generation++
+	tc.broadcastLocked()
+	tc.mu.Unlock()
+	return nil
+}
+
+func (tc *typeCache) broadcastLocked() {
+	close(tc.notify)
+	tc.notify = make(chan struct{})
+}
+
+// run follows the backend's log until ctx ends: one reader per type, whatever the number of
+// watchers.
+func (tc *typeCache) run(ctx context.Context, readBatch int) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		tc.mu.RLock()
+		after := tc.rev
+		tc.mu.RUnlock()
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		evs, err := tc.be.Read(rctx, tc.rt, after, readBatch)
+		cancel()
+		if err == nil && len(evs) > 0 && evs[0].Revision != after+1 {
+			err = backend.ErrCompacted
+		}
+		switch {
+		case err == nil:
+			backoff = 50 * time.Millisecond
+			if len(evs) > 0 {
+				tc.apply(evs)
+			}
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, backend.ErrCompacted) || errors.Is(err, backend.ErrRewound):
+			tc.log.Warn("storage cache fell out of step with the backend log; reloading", "type", tc.name, "after", after, "err", err)
+			if lerr := tc.load(ctx); lerr != nil {
+				tc.log.Warn("storage cache reload failed", "type", tc.name, "err", lerr)
+				sleep(ctx, backoff)
+				backoff = min(2*backoff, 2*time.Second)
+			}
+		default:
+			tc.log.Warn("storage cache cannot read the backend log; retrying", "type", tc.name, "err", err, "retry_in", backoff)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (tc *typeCache) apply(evs []backend.Event) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, ev := range evs {
+		if ev.Revision != tc.rev+1 {
+			// Read guarantees density; a violation is a backend bug. Skip stale ones.
+			if ev.Revision <= tc.rev {
+				continue
+			}
+			tc.log.Error("storage cache saw a revision gap", "type", tc.name, "have", tc.rev, "got", ev.Revision)
+		}
+		tc.ix.apply(backend.Key(ev.Object.GetNamespace(), ev.Object.GetName()), ev)
+		tc.events = append(tc.events, ev)
+		tc.rev = ev.Revision
+	}
+	tc.broadcastLocked()
+}
+
+// state returns the revision, compacted revision, notify channel and generation together.
+func (tc *typeCache) state() (rev, compacted int64, notify <-chan struct{}, gen uint64) {
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	return tc.rev, tc.compacted, tc.notify, tc.generation
+}
+
+// waitFor blocks until the cache has applied rev, ctx ends, or timeout passes. It reports
+// whether rev was reached.
+func (tc *typeCache) waitFor(ctx context.Context, rev int64, timeout time.Duration) (bool, error) {
+	var timer <-chan time.Time
+	for {
+		cur, _, notify, _ := tc.state()
+		if cur >= rev {
+			return true, nil
+		}
+		if timer == nil {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-notify:
+		case <-timer:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+// compactionTarget is the newest revision that retention allows to discard: every event
+// committed before cutoff, and all but the newest maxEvents.
+func (tc *typeCache) compactionTarget(cutoff time.Time, maxEvents int) int64 {
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	c := cutoff.UnixNano()
+	n := sort.Search(len(tc.events), func(i int) bool { return tc.events[i].UnixNano >= c })
+	if over := len(tc.events) - maxEvents; maxEvents > 0 && over > n {
+		n = over
+	}
+	return tc.compacted + int64(n)
+}
+
+// compact drops history up to rev (which the backend has already discarded).
+func (tc *typeCache) compact(rev int64) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if rev <= tc.compacted {
+		return
+	}
+	if rev > tc.rev {
+		// Another replica compacted past what this one has read; the reader will reload.
+		return
+	}
+	n := int(rev - tc.compacted)
+	for _, ev := range tc.events[:n] {
+		tc.ix.compactKey(backend.Key(ev.Object.GetNamespace(), ev.Object.GetName()), rev)
+	}
+	rest := tc.events[n:]
+	if cap(rest) > 2*len(rest)+1024 {
+		rest = append([]backend.Event(nil), rest...) // let the discarded prefix be collected
+	}
+	tc.events = rest
+	tc.compacted = rev
+	tc.broadcastLocked()
+}
+
+// eventsAfter returns retained events after rev (up to max), or errExpired-worthy state when
+// rev is older than the compacted revision.
+func (tc *typeCache) eventsAfter(rev int64, max int) (evs []backend.Event, cur, compacted int64, notify <-chan struct{}, gen uint64) {
+	tc.mu.RLock()
+	defer tc.mu.RUnlock()
+	cur, compacted, notify, gen = tc.rev, tc.compacted, tc.notify, tc.generation
+	if rev < compacted || rev >= cur {
+		return nil, cur, compacted, notify, gen
+	}
+	from := int(rev - compacted)
+	to := min(len(tc.events), from+max)
+	return tc.events[from:to], cur, compacted, notify, gen
+}

@@ -1,0 +1,201 @@
+package cache
+
+import (
+	"context"
+	"time"
+
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/storage/backend"
+)
+
+const (
+	watchBatch         = 512 // most events handed to one Next
+	minBookmarkEvery   = 50 * time.Millisecond
+	initialEventsBatch = 256
+)
+
+// Watch is one client's cursor over a type's events. It holds no buffer of its own: Next reads
+// the type's retained events after its position, so a slow client falls behind (and, past the
+// compacted revision, ends with EXPIRED) without slowing anyone else.
+type Watch struct {
+	tc        *typeCache
+	f         *filter
+	pos       int64 // every event up to pos has been handed out (or filtered away)
+	gen       uint64
+	initial   []*storagev1.Event
+	bookmarks bool
+	ticker    *time.Ticker
+}
+
+// Watch starts a watch under the watch semantics of resourceVersion: unset starts at the most
+// recent state and "0" at any state, both with synthetic ADDED events for existing objects; a
+// revision starts with the changes after it (and sendInitialEvents adds the state at it).
+func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch, error) {
+	f, err := newFilter(req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector())
+	if err != nil {
+		return nil, err
+	}
+	kind, n, err := parseRV("resourceVersion", req.GetResourceVersion())
+	if err != nil {
+		return nil, err
+	}
+	tc, err := c.typeCache(ctx, req.GetType())
+	if err != nil {
+		return nil, err
+	}
+	var start int64
+	switch kind {
+	case rvUnset:
+		start, err = c.consistentRev(ctx, tc)
+	case rvZero:
+		start, _, _, _ = tc.state()
+	case rvExact:
+		if _, compacted, _, _ := tc.state(); n < compacted {
+			return nil, tooOld(n, compacted)
+		}
+		_, err = c.notOlderThan(ctx, tc, n)
+		start = n
+	}
+	if err != nil {
+		return nil, err
+	}
+	w := &Watch{tc: tc, f: f, pos: start, bookmarks: req.GetAllowBookmarks()}
+	withInitial := kind != rvExact || req.GetSendInitialEvents()
+
+	tc.mu.Lock()
+	if start < tc.compacted {
+		compacted := tc.compacted
+		tc.mu.Unlock()
+		return nil, tooOld(start, compacted)
+	}
+	w.gen = tc.generation
+	if withInitial {
+		tc.ix.scan(f.prefix, "", start, func(_ string, obj *storagev1.Object) bool {
+			if f.matches(obj) {
+				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: obj, ResourceVersion: obj.GetResourceVersion()})
+			}
+			return true
+		})
+	}
+	tc.watchers++
+	tc.mu.Unlock()
+	if req.GetSendInitialEvents() && w.bookmarks {
+		w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_BOOKMARK, ResourceVersion: start, InitialEventsEnd: true})
+	}
+	if w.bookmarks {
+		every := c.cfg.BookmarkInterval
+		if ms := req.GetBookmarkIntervalMs(); ms > 0 {
+			every = max(time.Duration(ms)*time.Millisecond, minBookmarkEvery)
+		}
+		w.ticker = time.NewTicker(every)
+	}
+	return w, nil
+}
+
+// Close releases the watch.
+func (w *Watch) Close() {
+	if w.ticker != nil {
+		w.ticker.Stop()
+	}
+	w.tc.mu.Lock()
+	w.tc.watchers--
+	w.tc.mu.Unlock()
+}
+
+// Next blocks until there is something to send and returns it: the next initial events, the next
+// changes in revision order, or a bookmark. It fails with EXPIRED when the watch fell behind the
+// compacted revision, with an IsReset error when the cache was reloaded, and with ctx's error.
+func (w *Watch) Next(ctx context.Context) ([]*storagev1.Event, error) {
+	if len(w.initial) > 0 {
+		n := min(len(w.initial), initialEventsBatch)
+		out := w.initial[:n]
+		w.initial = w.initial[n:]
+		return out, nil
+	}
+	var tick <-chan time.Time
+	if w.ticker != nil {
+		tick = w.ticker.C
+	}
+	for {
+		evs, _, compacted, notify, gen := w.tc.eventsAfter(w.pos, watchBatch)
+		if gen != w.gen {
+			return nil, errReset
+		}
+		if w.pos < compacted {
+			return nil, tooOld(w.pos, compacted)
+		}
+		if len(evs) > 0 {
+			out := w.convert(evs)
+			w.pos = evs[len(evs)-1].Revision
+			if len(out) > 0 {
+				return out, nil
+			}
+			// Everything was filtered away; a bookmark may still be due under steady load.
+			select {
+			case <-tick:
+				return w.bookmark(), nil
+			default:
+			}
+			continue
+		}
+		select {
+		case <-notify:
+		case <-tick:
+			return w.bookmark(), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (w *Watch) bookmark() []*storagev1.Event {
+	return []*storagev1.Event{{Type: storagev1.EventType_BOOKMARK, ResourceVersion: w.pos}}
+}
+
+// convert turns log events into watch events for this watch's filter. A modification that moves
+// an object into the selection is an ADDED, one that moves it out a DELETED (of the previous
+// state, at the event's revision), as upstream's watch cache does.
+func (w *Watch) convert(evs []backend.Event) []*storagev1.Event {
+	out := make([]*storagev1.Event, 0, len(evs))
+	f := w.f
+	for i := range evs {
+		ev := &evs[i]
+		if f.prefix != "" && ev.Object.GetNamespace()+"/" != f.prefix {
+			continue
+		}
+		typ := storagev1.EventType_MODIFIED
+		obj := ev.Object
+		switch ev.Type {
+		case backend.Added:
+			if !f.matches(obj) {
+				continue
+			}
+			typ = storagev1.EventType_ADDED
+		case backend.Deleted:
+			if !f.matches(ev.Prev) {
+				continue
+			}
+			typ = storagev1.EventType_DELETED
+		case backend.Modified:
+			if f.hasSelectors() {
+				now, before := f.matches(obj), f.matches(ev.Prev)
+				switch {
+				case now && !before:
+					typ = storagev1.EventType_ADDED
+				case !now && before:
+					typ, obj = storagev1.EventType_DELETED, atRevision(ev.Prev, ev.Revision)
+				case !now && !before:
+					continue
+				}
+			}
+		}
+		out = append(out, &storagev1.Event{Type: typ, Object: obj, ResourceVersion: ev.Revision})
+	}
+	return out
+}
+
+// atRevision is obj as it would read at another revision (the shared parts are immutable).
+func atRevision(obj *storagev1.Object, rev int64) *storagev1.Object {
+	return &storagev1.Object{Namespace: obj.GetNamespace(), Name: obj.GetName(), Value: obj.GetValue(),
+		ResourceVersion: rev, Uid: obj.GetUid(), Labels: obj.GetLabels(), Fields: obj.GetFields()}
+}

@@ -1,0 +1,105 @@
+package server_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"platform.io/libs/redistest"
+	"platform.io/libs/storage"
+	"platform.io/services/storage/conformance"
+	"platform.io/services/storage/server"
+)
+
+// harness runs the storage service in this process, on a real TCP socket, over a real backend.
+type harness struct {
+	t      *testing.T
+	cfg    server.Config
+	srv    *server.Server
+	client *storage.Client
+	redis  *redistest.Server
+}
+
+func testLogger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("STORAGE_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	srv, err := server.Start(context.Background(), h.cfg, testLogger())
+	if err != nil {
+		h.t.Fatalf("start storage service: %v", err)
+	}
+	h.srv = srv
+	conn, err := grpc.NewClient(srv.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), storage.CallOptions())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { conn.Close() })
+	h.client = storage.NewClient(conn)
+}
+
+func (h *harness) stop(graceful bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if !graceful {
+		cancel()
+	}
+	defer cancel()
+	h.srv.Stop(ctx)
+}
+
+func (h *harness) Client() *storage.Client { return h.client }
+
+func (h *harness) RestartService(t *testing.T) {
+	h.stop(true)
+	h.start()
+}
+
+func (h *harness) CrashBackend(t *testing.T) {
+	if h.redis != nil {
+		if err := h.redis.Restart(true); err != nil {
+			t.Fatalf("restart redis: %v", err)
+		}
+		return
+	}
+	h.stop(false)
+	h.start()
+}
+
+func newHarness(t *testing.T, cfg server.Config, tweak func(*server.Config), rs *redistest.Server) *harness {
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	h := &harness{t: t, cfg: cfg, redis: rs}
+	h.start()
+	t.Cleanup(func() { h.stop(true) })
+	return h
+}
+
+func TestConformanceEmbedded(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, tweak func(*server.Config)) conformance.Harness {
+		cfg := conformance.TestConfig()
+		cfg.Backend = "embedded"
+		cfg.DataDir = t.TempDir()
+		return newHarness(t, cfg, tweak, nil)
+	})
+}
+
+func TestConformanceRedis(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, tweak func(*server.Config)) conformance.Harness {
+		rs := redistest.Start(t, redistest.Options{AppendFsync: "always"})
+		cfg := conformance.TestConfig()
+		cfg.Backend = "redis"
+		cfg.RedisURL = rs.URL()
+		return newHarness(t, cfg, tweak, rs)
+	})
+}

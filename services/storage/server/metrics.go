@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/storage/backend"
+	"platform.io/services/storage/cache"
+)
+
+// metrics are the storage service's Prometheus metrics. Request metrics are recorded by gRPC
+// interceptors; per-type state (revisions, lag, watchers) is read from the cache at scrape time,
+// so it costs nothing on the request path.
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	watches  *prometheus.CounterVec
+	cache    *cache.Cache
+
+	revision, compacted, events, objects, watchers, lag *prometheus.Desc
+}
+
+func newMetrics(reg prometheus.Registerer, c *cache.Cache) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "storage_requests_total", Help: "Storage requests by method, resource type and gRPC code.",
+		}, []string{"method", "resource", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "storage_request_duration_seconds", Help: "Latency of unary storage requests.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method", "resource"}),
+		watches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "storage_watch_events_sent_total", Help: "Watch events sent, by resource type.",
+		}, []string{"resource"}),
+		cache:     c,
+		revision:  prometheus.NewDesc("storage_revision", "Revision the cache has applied, per resource type.", []string{"resource"}, nil),
+		compacted: prometheus.NewDesc("storage_compacted_revision", "Compacted revision per resource type.", []string{"resource"}, nil),
+		events:    prometheus.NewDesc("storage_retained_events", "Changes retained for watches per resource type.", []string{"resource"}, nil),
+		objects:   prometheus.NewDesc("storage_cached_keys", "Keys in the cache's index per resource type.", []string{"resource"}, nil),
+		watchers:  prometheus.NewDesc("storage_watchers", "Open watches per resource type.", []string{"resource"}, nil),
+		lag:       prometheus.NewDesc("storage_revision_lag", "Revisions the cache is behind the backend, per resource type.", []string{"resource"}, nil),
+	}
+	reg.MustRegister(m.requests, m.latency, m.watches, m)
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.revision, m.compacted, m.events, m.objects, m.watchers, m.lag} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range m.cache.Stats() {
+		ch <- prometheus.MustNewConstMetric(m.revision, prometheus.GaugeValue, float64(s.Revision), s.Type)
+		ch <- prometheus.MustNewConstMetric(m.compacted, prometheus.GaugeValue, float64(s.Compacted), s.Type)
+		ch <- prometheus.MustNewConstMetric(m.events, prometheus.GaugeValue, float64(s.Events), s.Type)
+		ch <- prometheus.MustNewConstMetric(m.objects, prometheus.GaugeValue, float64(s.Objects), s.Type)
+		ch <- prometheus.MustNewConstMetric(m.watchers, prometheus.GaugeValue, float64(s.Watchers), s.Type)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for typ, lag := range m.cache.Lag(ctx) {
+		ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, float64(lag), typ)
+	}
+}
+
+type typedRequest interface {
+	GetType() *storagev1.ResourceType
+}
+
+func resourceOf(req any) string {
+	if r, ok := req.(typedRequest); ok && r.GetType() != nil {
+		return backend.TypeName(r.GetType())
+	}
+	return ""
+}
+
+func methodName(full string) string {
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '/' {
+			return full[i+1:]
+		}
+	}
+	return full
+}
+
+func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	method, res := methodName(info.FullMethod), resourceOf(req)
+	m.latency.WithLabelValues(method, res).Observe(time.Since(start).Seconds())
+	m.requests.WithLabelValues(method, res, status.Code(err).String()).Inc()
+	return resp, err
+}
+
+// countingStream counts the events a watch sends.
+type countingStream struct {
+	grpc.ServerStream
+	m   *metrics
+	res string
+	c   prometheus.Counter
+}
+
+func (s *countingStream) RecvMsg(msg any) error {
+	err := s.ServerStream.RecvMsg(msg)
+	if err == nil && s.c == nil {
+		s.res = resourceOf(msg)
+		s.c = s.m.watches.WithLabelValues(s.res)
+	}
+	return err
+}
+
+func (s *countingStream) SendMsg(msg any) error {
+	if r, ok := msg.(*storagev1.WatchResponse); ok && s.c != nil {
+		s.c.Add(float64(len(r.GetEvents())))
+	}
+	return s.ServerStream.SendMsg(msg)
+}
+
+func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	cs := &countingStream{ServerStream: ss, m: m}
+	err := handler(srv, cs)
+	m.requests.WithLabelValues(methodName(info.FullMethod), cs.res, status.Code(err).String()).Inc()
+	return err
+}

@@ -48,7 +48,10 @@ func decodeToken(secret []byte, typeName, namespace, s string) (continueToken, b
 	enc := base64.RawURLEncoding
 	payload, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)
-	if err1 != nil || err2 != nil || !hmac.Equal(mac, tokenMAC(secret, typeName, namespace, payload)) {
+	// One spelling per token: the decoder tolerates stray padding bits and newlines, so only the
+	// canonical encoding is accepted.
+	if err1 != nil || err2 != nil || enc.EncodeToString(payload) != p || enc.EncodeToString(mac) != m ||
+		!hmac.Equal(mac, tokenMAC(secret, typeName, namespace, payload)) {
 		return continueToken{}, false
 	}
 	if len(payload) < 2 || payload[0] != tokenFormat {

@@ -1,8 +1,8 @@
 # Platform: a Kubernetes-style API server split into services. See README.md.
 SHELL := /bin/bash
 GO ?= go
-# Every module of the workspace (go.work); patterns are relative to the repository root.
-PKGS := ./libs/... ./proto/... ./services/... ./test/...
+# Every package of every module in go.work (a new module joins by being added there).
+PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
 BIN := $(CURDIR)/bin
 DATA_DIR ?= $(CURDIR)/.data
 # Pinned code generators: `make proto` must produce the committed files byte for byte.
@@ -16,10 +16,10 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
 run:
 	$(GO) run ./services/storage --backend=embedded --data-dir=$(DATA_DIR)/storage --listen=127.0.0.1:7001 --metrics-bind-address=127.0.0.1:7091
 
-## test: every test of every module, against a real redis-server started by the tests.
+## test: every test of every module (race detector on), against real redis-servers the tests start.
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout=15m $(PKGS)
+	$(GO) test -race -count=1 -timeout=15m $(PKGS)
 
 ## bench: the storage benchmarks (gRPC API, Redis and embedded backends).
 bench:
@@ -39,5 +39,5 @@ proto: tools
 
 ## lint: formatting, vet and the proto lint.
 lint:
-	@out=$$(gofmt -l libs proto services test); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$($(GO) list -m -f '{{.Dir}}')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)

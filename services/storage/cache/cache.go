@@ -175,6 +175,33 @@ func (c *Cache) notOlderThan(ctx context.Context, tc *typeCache, rev int64) (int
 	return cur, nil
 }
 
+// readRev resolves the common resourceVersion semantics of reads: unset is most recent (a
+// consistent read), "0" is any (the cache as it is), a revision is not older than it.
+func (c *Cache) readRev(ctx context.Context, tc *typeCache, kind rvKind, n int64) (int64, error) {
+	switch kind {
+	case rvUnset:
+		return c.consistentRev(ctx, tc)
+	case rvZero:
+		rev, _, _, _ := tc.state()
+		return rev, nil
+	}
+	return c.notOlderThan(ctx, tc, n)
+}
+
+// request parses what lists and watches share: the filter, the resourceVersion and the type.
+func (c *Cache) request(ctx context.Context, rt *storagev1.ResourceType, namespace, labelSelector, fieldSelector, resourceVersion string) (*typeCache, *filter, rvKind, int64, error) {
+	f, err := newFilter(namespace, labelSelector, fieldSelector)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	kind, n, err := parseRV("resourceVersion", resourceVersion)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	tc, err := c.typeCache(ctx, rt)
+	return tc, f, kind, n, err
+}
+
 func tooLarge(rev, cur int64) error {
 	return &storage.Error{Reason: storagev1.ErrorReason_TOO_LARGE_RESOURCE_VERSION, CurrentRevision: cur, RetryAfterSeconds: 1,
 		Message: "Too large resource version: " + strconv.FormatInt(rev, 10) + ", current: " + strconv.FormatInt(cur, 10)}
@@ -198,20 +225,12 @@ func (c *Cache) Get(ctx context.Context, rt *storagev1.ResourceType, namespace, 
 	if err != nil {
 		return nil, err
 	}
-	var rev int64
-	switch kind {
-	case rvUnset:
-		rev, err = c.consistentRev(ctx, tc)
-	case rvZero:
-		rev, _, _, _ = tc.state()
-	case rvExact:
-		rev, err = c.notOlderThan(ctx, tc, n)
-	}
-	if err != nil {
+	if _, err := c.readRev(ctx, tc, kind, n); err != nil {
 		return nil, err
 	}
+	// The cache has reached the revision asked for; its newest state is at least as new.
 	tc.mu.RLock()
-	obj := tc.ix.at(backend.Key(namespace, name), max(rev, tc.rev))
+	obj := tc.ix.at(backend.Key(namespace, name), tc.rev)
 	cur := tc.rev
 	tc.mu.RUnlock()
 	if obj == nil {
@@ -227,15 +246,7 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 	if req.GetLimit() < 0 {
 		return nil, storage.NewInvalid("limit", "must be >= 0")
 	}
-	f, err := newFilter(req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector())
-	if err != nil {
-		return nil, err
-	}
-	kind, n, err := parseRV("resourceVersion", req.GetResourceVersion())
-	if err != nil {
-		return nil, err
-	}
-	tc, err := c.typeCache(ctx, req.GetType())
+	tc, f, kind, n, err := c.request(ctx, req.GetType(), req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector(), req.GetResourceVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -275,27 +286,16 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 			return nil, err
 		}
 	case match == storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_NOT_OLDER_THAN:
-		switch kind {
-		case rvUnset:
+		if kind == rvUnset {
 			return nil, storage.NewInvalid("resourceVersionMatch", "is forbidden unless resourceVersion is provided")
-		case rvZero:
-			rev, _, _, _ = tc.state()
-		case rvExact:
-			rev, err = c.notOlderThan(ctx, tc, n)
 		}
+		rev, err = c.readRev(ctx, tc, kind, n)
 	case match == storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_UNSPECIFIED:
-		switch kind {
-		case rvUnset:
-			rev, err = c.consistentRev(ctx, tc)
-		case rvZero:
-			rev, _, _, _ = tc.state()
-		case rvExact:
-			if req.GetLimit() > 0 {
-				rev, exact = n, true
-				_, err = c.notOlderThan(ctx, tc, rev)
-			} else {
-				rev, err = c.notOlderThan(ctx, tc, n)
-			}
+		if kind == rvExact && req.GetLimit() > 0 { // a first page at a revision is Exact
+			rev, exact = n, true
+			_, err = c.notOlderThan(ctx, tc, rev)
+		} else {
+			rev, err = c.readRev(ctx, tc, kind, n)
 		}
 	default:
 		return nil, storage.NewInvalid("resourceVersionMatch", "unsupported value %d", int32(match))

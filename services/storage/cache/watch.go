@@ -31,15 +31,7 @@ type Watch struct {
 // recent state and "0" at any state, both with synthetic ADDED events for existing objects; a
 // revision starts with the changes after it (and sendInitialEvents adds the state at it).
 func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch, error) {
-	f, err := newFilter(req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector())
-	if err != nil {
-		return nil, err
-	}
-	kind, n, err := parseRV("resourceVersion", req.GetResourceVersion())
-	if err != nil {
-		return nil, err
-	}
-	tc, err := c.typeCache(ctx, req.GetType())
+	tc, f, kind, n, err := c.request(ctx, req.GetType(), req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector(), req.GetResourceVersion())
 	if err != nil {
 		return nil, err
 	}

@@ -129,3 +129,40 @@ func FuzzSelectors(f *testing.F) {
 		}
 	})
 }
+
+func TestWatchBatchesAreBoundedInBytes(t *testing.T) {
+	big := make([]byte, 1<<20)
+	var evs []backend.Event
+	for i := range 20 {
+		evs = append(evs, backend.Event{Type: backend.Added, Revision: int64(i + 1),
+			Object: &storagev1.Object{Namespace: "ns", Name: fmt.Sprint(i), Value: big, ResourceVersion: int64(i + 1)}})
+	}
+	w := &Watch{f: &filter{}}
+	var sent int
+	for rest := evs; len(rest) > 0; {
+		out, consumed := w.convert(rest)
+		if consumed == 0 || len(out) != consumed {
+			t.Fatalf("batch consumed %d, produced %d", consumed, len(out))
+		}
+		size := 0
+		for _, ev := range out {
+			size += len(ev.GetObject().GetValue())
+		}
+		if size > batchBytes+len(big) {
+			t.Fatalf("batch of %d bytes exceeds the bound", size)
+		}
+		sent += consumed
+		rest = rest[consumed:]
+	}
+	if sent != len(evs) {
+		t.Fatalf("sent %d of %d events", sent, len(evs))
+	}
+	// Initial events are bounded the same way.
+	for _, ev := range evs {
+		w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: ev.Object})
+	}
+	first, err := w.Next(t.Context())
+	if err != nil || len(first) == 0 || len(first) > batchBytes/len(big)+1 {
+		t.Fatalf("first initial batch: %d events, %v", len(first), err)
+	}
+}

@@ -10,8 +10,11 @@ import (
 
 const (
 	watchBatch         = 512 // most events handed to one Next
-	minBookmarkEvery   = 50 * time.Millisecond
 	initialEventsBatch = 256
+	// batchBytes bounds the object bytes handed to one Next (one gRPC message): a batch always
+	// holds at least one event, so no message exceeds batchBytes plus one object.
+	batchBytes       = 4 << 20
+	minBookmarkEvery = 50 * time.Millisecond
 )
 
 // Watch is one client's cursor over a type's events. It holds no buffer of its own: Next reads
@@ -99,7 +102,11 @@ func (w *Watch) Close() {
 // compacted revision, with an IsReset error when the cache was reloaded, and with ctx's error.
 func (w *Watch) Next(ctx context.Context) ([]*storagev1.Event, error) {
 	if len(w.initial) > 0 {
-		n := min(len(w.initial), initialEventsBatch)
+		n, size := 0, 0
+		for n < len(w.initial) && n < initialEventsBatch && (n == 0 || size < batchBytes) {
+			size += len(w.initial[n].GetObject().GetValue())
+			n++
+		}
 		out := w.initial[:n]
 		w.initial = w.initial[n:]
 		return out, nil
@@ -117,8 +124,8 @@ func (w *Watch) Next(ctx context.Context) ([]*storagev1.Event, error) {
 			return nil, tooOld(w.pos, compacted)
 		}
 		if len(evs) > 0 {
-			out := w.convert(evs)
-			w.pos = evs[len(evs)-1].Revision
+			out, consumed := w.convert(evs)
+			w.pos = evs[consumed-1].Revision
 			if len(out) > 0 {
 				return out, nil
 			}
@@ -144,13 +151,18 @@ func (w *Watch) bookmark() []*storagev1.Event {
 	return []*storagev1.Event{{Type: storagev1.EventType_BOOKMARK, ResourceVersion: w.pos}}
 }
 
-// convert turns log events into watch events for this watch's filter. A modification that moves
-// an object into the selection is an ADDED, one that moves it out a DELETED (of the previous
-// state, at the event's revision), as upstream's watch cache does.
-func (w *Watch) convert(evs []backend.Event) []*storagev1.Event {
+// convert turns log events into watch events for this watch's filter, up to batchBytes of
+// objects, and says how many of evs it consumed. A modification that moves an object into the
+// selection is an ADDED, one that moves it out a DELETED (of the previous state, at the event's
+// revision), as upstream's watch cache does.
+func (w *Watch) convert(evs []backend.Event) ([]*storagev1.Event, int) {
 	out := make([]*storagev1.Event, 0, len(evs))
 	f := w.f
+	size := 0
 	for i := range evs {
+		if size >= batchBytes {
+			return out, i
+		}
 		ev := &evs[i]
 		if f.prefix != "" && ev.Object.GetNamespace()+"/" != f.prefix {
 			continue
@@ -182,8 +194,9 @@ func (w *Watch) convert(evs []backend.Event) []*storagev1.Event {
 			}
 		}
 		out = append(out, &storagev1.Event{Type: typ, Object: obj, ResourceVersion: ev.Revision})
+		size += len(obj.GetValue())
 	}
-	return out
+	return out, len(evs)
 }
 
 // atRevision is obj as it would read at another revision (the shared parts are immutable).

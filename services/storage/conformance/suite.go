@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -36,6 +37,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"WatchSelectorTransitions", testWatchSelectors},
 		{"WatchFromCompactedRevisionIsExpired", testWatchCompacted},
 		{"WatchFromFutureRevisionWaitsThenTooLarge", testWatchFuture},
+		{"SlowWatcherBlocksNobodyAndExpiresPastCompaction", testSlowWatcher},
 		{"BookmarksCarryProgressForIdleTypes", testBookmarks},
 		{"RetentionCompactsByTimeAndSize", testRetention},
 		{"BadInputIsInvalidNotACrash", testBadInput},
@@ -682,6 +684,50 @@ func testWatchFuture(t *testing.T, f Factory) {
 	mustCreate(t, c, rt, obj("ns", "d", "v", nil))
 	if ev := w.next(false, 5*time.Second); ev.GetResourceVersion() != 4 || ev.GetObject().GetName() != "d" {
 		t.Fatalf("watch from 3 first delivered %s@%d, want d@4", ev.GetObject().GetName(), ev.GetResourceVersion())
+	}
+}
+
+func testSlowWatcher(t *testing.T, f Factory) {
+	c := f(t, nil).Client()
+	rt := newType()
+	mustCreate(t, c, rt, obj("ns", "seed", "v", nil))
+	// The slow watcher stops reading at once; the fast one reads everything while it stalls.
+	slowCtx, cancelSlow := context.WithCancel(context.Background())
+	defer cancelSlow()
+	slow, err := c.Watch(slowCtx, &storagev1.WatchRequest{Type: rt, ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := startWatch(t, c, &storagev1.WatchRequest{Type: rt, ResourceVersion: "1"})
+	// Far more than gRPC's flow-control windows buffer, so the slow watch's sends block.
+	const n, size = 32, 2500 << 10
+	big := strings.Repeat("x", size)
+	for i := range n {
+		mustCreate(t, c, rt, obj("ns", fmt.Sprint("big", i), big, nil))
+		if ev := fast.next(false, 10*time.Second); ev.GetResourceVersion() != int64(i+2) {
+			t.Fatalf("fast watcher got %d, want %d", ev.GetResourceVersion(), i+2)
+		}
+	}
+	if _, err := c.Compact(ctxFor(t), &storagev1.CompactRequest{Type: rt, Revision: n + 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The slow watcher gets what was already in flight, in order, then EXPIRED; never a gap.
+	next := int64(2)
+	for {
+		evs, err := slow.Recv()
+		if err != nil {
+			wantReason(t, err, storagev1.ErrorReason_EXPIRED, "slow watcher after compaction")
+			break
+		}
+		for _, ev := range evs {
+			if ev.GetResourceVersion() != next {
+				t.Fatalf("slow watcher got %d, want %d", ev.GetResourceVersion(), next)
+			}
+			next++
+		}
+	}
+	if next > n+1 {
+		t.Fatalf("slow watcher received all %d events before compaction: it never stalled, the test proves nothing", n)
 	}
 }
 

@@ -49,7 +49,7 @@ type Server struct {
 }
 
 // OpenBackend opens the backend the configuration names.
-func OpenBackend(ctx context.Context, cfg Config) (backend.Backend, error) {
+func OpenBackend(ctx context.Context, cfg Config, log *slog.Logger) (backend.Backend, error) {
 	switch cfg.Backend {
 	case "embedded":
 		return embedded.Open(filepath.Join(cfg.DataDir, "storage.db"), embedded.Options{})
@@ -69,6 +69,7 @@ func OpenBackend(ctx context.Context, cfg Config) (backend.Backend, error) {
 			}
 			opts.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		}
+		redisbackend.RouteClientLogs(log)
 		return redisbackend.New(ctx, opts)
 	}
 	return nil, fmt.Errorf("--backend: unknown backend %q", cfg.Backend)
@@ -124,7 +125,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := OpenBackend(ctx, cfg)
+	be, err := OpenBackend(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}

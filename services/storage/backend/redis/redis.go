@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
@@ -721,3 +722,15 @@ func isUnavailable(err error) bool {
 	}
 	return false
 }
+
+// clientLog forwards go-redis's own log lines (dial failures while Redis is down, pool
+// warnings) to a structured logger at debug level: the backend already reports unreachability
+// through its errors, the service's health and its logs, so these would only repeat it.
+type clientLog struct{ log *slog.Logger }
+
+func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// RouteClientLogs sends go-redis's process-wide log output to log.
+func RouteClientLogs(log *slog.Logger) { redis.SetLogger(clientLog{log: log}) }

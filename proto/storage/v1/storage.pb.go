@@ -271,10 +271,11 @@ type Object struct {
 	ResourceVersion int64 `protobuf:"varint,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	// uid is checked by the uid precondition of Update and Delete.
 	Uid string `protobuf:"bytes,5,opt,name=uid,proto3" json:"uid,omitempty"`
-	// labels are matched by label selectors.
+	// labels are matched by label selectors. Set on writes; reads leave them out (they are inside
+	// value, which every reader decodes, and encoding them again would dominate large lists).
 	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// fields are matched by field selectors, in addition to the implicit metadata.name and
-	// metadata.namespace.
+	// metadata.namespace. Set on writes; reads leave them out, like labels.
 	Fields        map[string]string `protobuf:"bytes,7,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

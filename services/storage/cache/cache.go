@@ -230,14 +230,14 @@ func (c *Cache) Get(ctx context.Context, rt *storagev1.ResourceType, namespace, 
 	}
 	// The cache has reached the revision asked for; its newest state is at least as new.
 	tc.mu.RLock()
-	obj := tc.ix.at(backend.Key(namespace, name), tc.rev)
+	v := tc.ix.at(backend.Key(namespace, name), tc.rev)
 	cur := tc.rev
 	tc.mu.RUnlock()
-	if obj == nil {
+	if v == nil {
 		return nil, &storage.Error{Reason: storagev1.ErrorReason_NOT_FOUND, CurrentRevision: cur,
 			Message: tc.name + " \"" + name + "\" not found"}
 	}
-	return obj, nil
+	return v.out, nil
 }
 
 // List reads a collection under the list semantics of resourceVersion, resourceVersionMatch,
@@ -315,8 +315,8 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 		resp.ResourceVersion = rev
 	}
 	if rev >= compacted {
-		tc.ix.scan(f.prefix, after, rev, func(key string, obj *storagev1.Object) bool {
-			if !f.matches(obj) {
+		tc.ix.scan(f.prefix, after, rev, func(key string, v *version) bool {
+			if !f.matches(v.obj) {
 				return true
 			}
 			if limit > 0 && len(resp.Items) == limit {
@@ -327,7 +327,7 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 				remaining++
 				return true
 			}
-			resp.Items = append(resp.Items, obj)
+			resp.Items = append(resp.Items, v.out)
 			lastKey = key
 			return true
 		})

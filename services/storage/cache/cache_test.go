@@ -26,8 +26,8 @@ func TestIndexReadsEveryRetainedRevisionAndCompacts(t *testing.T) {
 	ix := buildIndex(snap)
 	state := func(rev int64) string {
 		s := ""
-		ix.scan("ns/", "", rev, func(_ string, obj *storagev1.Object) bool {
-			s += fmt.Sprintf("%s@%d ", obj.GetName(), obj.GetResourceVersion())
+		ix.scan("ns/", "", rev, func(_ string, v *version) bool {
+			s += fmt.Sprintf("%s@%d ", v.out.GetName(), v.out.GetResourceVersion())
 			return true
 		})
 		return s
@@ -59,7 +59,7 @@ func TestIndexReadsEveryRetainedRevisionAndCompacts(t *testing.T) {
 	// Scans start after a key and stay within the prefix.
 	ix.add("nt/z", 7, o("z", 7))
 	if got := ""; true {
-		ix.scan("ns/", "ns/b", 7, func(k string, _ *storagev1.Object) bool { got += k + " "; return true })
+		ix.scan("ns/", "ns/b", 7, func(k string, _ *version) bool { got += k + " "; return true })
 		if got != "ns/c " {
 			t.Errorf("scan after ns/b: %q", got)
 		}

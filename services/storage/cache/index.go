@@ -11,7 +11,20 @@ import (
 // version is one state of a key: the object as of rev, or nil if the key was deleted at rev.
 type version struct {
 	rev int64
-	obj *storagev1.Object
+	obj *storagev1.Object // as stored, with the attributes selectors match
+	out *storagev1.Object // as reads return it (ReadView), made once per version
+}
+
+// ReadView is obj as reads return it. Labels and selectable fields are attributes storage
+// indexes for selectors; the same data is inside the object's value, which every reader decodes,
+// so responses leave them out: they would otherwise dominate the cost of encoding and decoding
+// large lists (protobuf maps). obj itself is returned when it has none.
+func ReadView(obj *storagev1.Object) *storagev1.Object {
+	if obj == nil || len(obj.GetLabels()) == 0 && len(obj.GetFields()) == 0 {
+		return obj
+	}
+	return &storagev1.Object{Namespace: obj.GetNamespace(), Name: obj.GetName(), Value: obj.GetValue(),
+		ResourceVersion: obj.GetResourceVersion(), Uid: obj.GetUid()}
 }
 
 // index is a multi-version index of one type's keys: for every key, its states from the newest
@@ -34,19 +47,22 @@ func (ix *index) add(key string, rev int64, obj *storagev1.Object) {
 		copy(ix.keys[i+1:], ix.keys[i:])
 		ix.keys[i] = key
 	}
-	ix.versions[key] = append(vs, version{rev: rev, obj: obj})
+	ix.versions[key] = append(vs, version{rev: rev, obj: obj, out: ReadView(obj)})
 }
 
-// at returns the object key held at rev, or nil.
-func (ix *index) at(key string, rev int64) *storagev1.Object {
-	return objectAt(ix.versions[key], rev)
+// at returns the state key had at rev, or nil if it had none.
+func (ix *index) at(key string, rev int64) *version {
+	return versionAt(ix.versions[key], rev)
 }
 
-func objectAt(vs []version, rev int64) *storagev1.Object {
+func versionAt(vs []version, rev int64) *version {
 	// Reads are mostly of the newest state: look from the end.
 	for i := len(vs) - 1; i >= 0; i-- {
 		if vs[i].rev <= rev {
-			return vs[i].obj
+			if vs[i].obj == nil {
+				return nil
+			}
+			return &vs[i]
 		}
 	}
 	return nil
@@ -83,7 +99,7 @@ func (ix *index) compactKey(key string, compacted int64) {
 
 // scan calls fn, in key order, for each object visible at rev whose key starts with prefix and
 // sorts after `after` (exclusive; "" for the start), until fn returns false.
-func (ix *index) scan(prefix, after string, rev int64, fn func(key string, obj *storagev1.Object) bool) {
+func (ix *index) scan(prefix, after string, rev int64, fn func(key string, v *version) bool) {
 	from := prefix
 	if after >= from {
 		from = after + "\x00"
@@ -93,8 +109,8 @@ func (ix *index) scan(prefix, after string, rev int64, fn func(key string, obj *
 		if !strings.HasPrefix(key, prefix) {
 			return
 		}
-		if obj := objectAt(ix.versions[key], rev); obj != nil {
-			if !fn(key, obj) {
+		if v := versionAt(ix.versions[key], rev); v != nil {
+			if !fn(key, v) {
 				return
 			}
 		}

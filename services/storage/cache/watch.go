@@ -65,9 +65,9 @@ func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch,
 	}
 	w.gen = tc.generation
 	if withInitial {
-		tc.ix.scan(f.prefix, "", start, func(_ string, obj *storagev1.Object) bool {
-			if f.matches(obj) {
-				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: obj, ResourceVersion: obj.GetResourceVersion()})
+		tc.ix.scan(f.prefix, "", start, func(_ string, v *version) bool {
+			if f.matches(v.obj) {
+				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: v.out, ResourceVersion: v.rev})
 			}
 			return true
 		})
@@ -193,14 +193,14 @@ func (w *Watch) convert(evs []backend.Event) ([]*storagev1.Event, int) {
 				}
 			}
 		}
-		out = append(out, &storagev1.Event{Type: typ, Object: obj, ResourceVersion: ev.Revision})
+		out = append(out, &storagev1.Event{Type: typ, Object: ReadView(obj), ResourceVersion: ev.Revision})
 		size += len(obj.GetValue())
 	}
 	return out, len(evs)
 }
 
-// atRevision is obj as it would read at another revision (the shared parts are immutable).
+// atRevision is obj's read view at another revision (the shared parts are immutable).
 func atRevision(obj *storagev1.Object, rev int64) *storagev1.Object {
 	return &storagev1.Object{Namespace: obj.GetNamespace(), Name: obj.GetName(), Value: obj.GetValue(),
-		ResourceVersion: rev, Uid: obj.GetUid(), Labels: obj.GetLabels(), Fields: obj.GetFields()}
+		ResourceVersion: rev, Uid: obj.GetUid()}
 }

@@ -64,9 +64,20 @@ func testCreateAndGet(t *testing.T, f Factory) {
 		t.Fatal(err)
 	}
 	g := got.GetObject()
-	if !bytes.Equal(g.GetValue(), []byte("v1")) || g.GetResourceVersion() != 1 || g.GetUid() != "uid-a" ||
-		g.GetLabels()["app"] != "x" || g.GetFields()["spec.nodeName"] != "n1" {
+	if !bytes.Equal(g.GetValue(), []byte("v1")) || g.GetResourceVersion() != 1 || g.GetUid() != "uid-a" {
 		t.Fatalf("get returned %v", g)
+	}
+	// Labels and fields are index attributes: reads leave them out, selectors see them.
+	if len(g.GetLabels()) != 0 || len(g.GetFields()) != 0 || len(created.GetLabels()) != 0 {
+		t.Fatalf("reads returned index attributes: %v / %v", g, created)
+	}
+	for _, req := range []*storagev1.ListRequest{
+		{Type: rt, LabelSelector: "app=x"},
+		{Type: rt, FieldSelector: "spec.nodeName=n1"},
+	} {
+		if items := mustList(t, c, req).GetItems(); len(items) != 1 || len(items[0].GetLabels()) != 0 {
+			t.Fatalf("%v: %v", req, items)
+		}
 	}
 	_, err = c.Create(ctxFor(t), &storagev1.CreateRequest{Type: rt, Object: obj("ns1", "a", "v2", nil)})
 	wantReason(t, err, storagev1.ErrorReason_ALREADY_EXISTS, "create of an existing key")

@@ -48,7 +48,7 @@ func (s *Service) Create(ctx context.Context, req *storagev1.CreateRequest) (*st
 		return nil, toStatus(s.log, err, req.GetType(), obj.GetName())
 	}
 	s.cache.Ensure(req.GetType())
-	return &storagev1.CreateResponse{Object: ev.Object}, nil
+	return &storagev1.CreateResponse{Object: cache.ReadView(ev.Object)}, nil
 }
 
 // Update implements storagev1.StorageServer.
@@ -66,7 +66,7 @@ func (s *Service) Update(ctx context.Context, req *storagev1.UpdateRequest) (*st
 		return nil, toStatus(s.log, err, req.GetType(), obj.GetName())
 	}
 	s.cache.Ensure(req.GetType())
-	return &storagev1.UpdateResponse{Object: ev.Object, Previous: ev.Prev}, nil
+	return &storagev1.UpdateResponse{Object: cache.ReadView(ev.Object), Previous: cache.ReadView(ev.Prev)}, nil
 }
 
 // Delete implements storagev1.StorageServer.
@@ -83,7 +83,7 @@ func (s *Service) Delete(ctx context.Context, req *storagev1.DeleteRequest) (*st
 		return nil, toStatus(s.log, err, req.GetType(), req.GetName())
 	}
 	s.cache.Ensure(req.GetType())
-	return &storagev1.DeleteResponse{Previous: ev.Prev, ResourceVersion: ev.Revision}, nil
+	return &storagev1.DeleteResponse{Previous: cache.ReadView(ev.Prev), ResourceVersion: ev.Revision}, nil
 }
 
 // Get implements storagev1.StorageServer.

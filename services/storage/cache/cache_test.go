@@ -132,24 +132,26 @@ func FuzzSelectors(f *testing.F) {
 
 func TestWatchBatchesAreBoundedInBytes(t *testing.T) {
 	big := make([]byte, 1<<20)
-	var evs []backend.Event
+	var evs []*logEvent
 	for i := range 20 {
-		evs = append(evs, backend.Event{Type: backend.Added, Revision: int64(i + 1),
-			Object: &storagev1.Object{Namespace: "ns", Name: fmt.Sprint(i), Value: big, ResourceVersion: int64(i + 1)}})
+		evs = append(evs, &logEvent{Event: backend.Event{Type: backend.Added, Revision: int64(i + 1),
+			Object: &storagev1.Object{Namespace: "ns", Name: fmt.Sprint(i), Value: big, ResourceVersion: int64(i + 1)}}})
 	}
 	w := &Watch{f: &filter{}}
 	var sent int
 	for rest := evs; len(rest) > 0; {
 		out, consumed := w.convert(rest)
-		if consumed == 0 || len(out) != consumed {
-			t.Fatalf("batch consumed %d, produced %d", consumed, len(out))
+		if consumed == 0 || out.Len() != consumed {
+			t.Fatalf("batch consumed %d, produced %d", consumed, out.Len())
 		}
-		size := 0
-		for _, ev := range out {
-			size += len(ev.GetObject().GetValue())
-		}
-		if size > batchBytes+len(big) {
+		if size := out.WireSize(); size > batchBytes+len(big)+100 {
 			t.Fatalf("batch of %d bytes exceeds the bound", size)
+		}
+		// The batch decodes as the WatchResponse it stands for, in order.
+		resp, err := out.Decode()
+		if err != nil || len(resp.GetEvents()) != consumed || resp.GetEvents()[0].GetResourceVersion() != int64(sent+1) ||
+			resp.GetEvents()[0].GetType() != storagev1.EventType_ADDED || len(resp.GetEvents()[0].GetObject().GetValue()) != len(big) {
+			t.Fatalf("decoded batch: %v", err)
 		}
 		sent += consumed
 		rest = rest[consumed:]
@@ -162,7 +164,23 @@ func TestWatchBatchesAreBoundedInBytes(t *testing.T) {
 		w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: ev.Object})
 	}
 	first, err := w.Next(t.Context())
-	if err != nil || len(first) == 0 || len(first) > batchBytes/len(big)+1 {
-		t.Fatalf("first initial batch: %d events, %v", len(first), err)
+	if err != nil || first.Len() == 0 || first.Len() > batchBytes/len(big)+1 {
+		t.Fatalf("first initial batch: %d events, %v", first.Len(), err)
+	}
+}
+
+func TestSharedEncodingIsWhatEachWatchWouldEncode(t *testing.T) {
+	ev := &logEvent{Event: backend.Event{Type: backend.Modified, Revision: 9,
+		Object: &storagev1.Object{Namespace: "ns", Name: "a", Value: []byte("v2"), ResourceVersion: 9, Labels: map[string]string{"k": "v"}},
+		Prev:   &storagev1.Object{Namespace: "ns", Name: "a", Value: []byte("v1"), ResourceVersion: 4}}}
+	b := &Batch{Events: [][]byte{ev.encoded(), ev.encoded()}}
+	resp, err := b.Decode()
+	if err != nil || len(resp.GetEvents()) != 2 {
+		t.Fatal(err)
+	}
+	got := resp.GetEvents()[0]
+	if got.GetType() != storagev1.EventType_MODIFIED || got.GetResourceVersion() != 9 || string(got.GetObject().GetValue()) != "v2" ||
+		got.GetObject().GetResourceVersion() != 9 || len(got.GetObject().GetLabels()) != 0 {
+		t.Fatalf("shared encoding decodes as %v", got)
 	}
 }

@@ -26,8 +26,8 @@ type typeCache struct {
 	compacted int64
 	ix        *index
 	// events holds (compacted, rev]: events[i].Revision == compacted+1+i. Elements are never
-	// modified once appended, so readers may keep a sub-slice after unlocking.
-	events []backend.Event
+	// replaced once appended, so readers may keep a sub-slice after unlocking.
+	events []*logEvent
 	// notify is closed (and replaced) whenever rev, compacted or generation changes.
 	notify chan struct{}
 	// generation changes when the cache is rebuilt from a new snapshot; watches of an older
@@ -51,7 +51,10 @@ func (tc *typeCache) load(ctx context.Context) error {
 	tc.ix = ix
 	tc.rev = snap.Revision
 	tc.compacted = snap.Compacted
-	tc.events = snap.Events
+	tc.events = make([]*logEvent, len(snap.Events))
+	for i := range snap.Events {
+		tc.events[i] = &logEvent{Event: snap.Events[i]}
+	}
 	tc.generation++
 	tc.broadcastLocked()
 	tc.mu.Unlock()
@@ -121,7 +124,7 @@ func (tc *typeCache) apply(evs []backend.Event) {
 			tc.log.Error("storage cache saw a revision gap", "type", tc.name, "have", tc.rev, "got", ev.Revision)
 		}
 		tc.ix.apply(backend.Key(ev.Object.GetNamespace(), ev.Object.GetName()), ev)
-		tc.events = append(tc.events, ev)
+		tc.events = append(tc.events, &logEvent{Event: ev})
 		tc.rev = ev.Revision
 	}
 	tc.broadcastLocked()
@@ -188,7 +191,7 @@ func (tc *typeCache) compact(rev int64) {
 	}
 	rest := tc.events[n:]
 	if cap(rest) > 2*len(rest)+1024 {
-		rest = append([]backend.Event(nil), rest...) // let the discarded prefix be collected
+		rest = append([]*logEvent(nil), rest...) // let the discarded prefix be collected
 	}
 	tc.events = rest
 	tc.compacted = rev
@@ -197,7 +200,7 @@ func (tc *typeCache) compact(rev int64) {
 
 // eventsAfter returns retained events after rev (up to max), or errExpired-worthy state when
 // rev is older than the compacted revision.
-func (tc *typeCache) eventsAfter(rev int64, max int) (evs []backend.Event, cur, compacted int64, notify <-chan struct{}, gen uint64) {
+func (tc *typeCache) eventsAfter(rev int64, max int) (evs []*logEvent, cur, compacted int64, notify <-chan struct{}, gen uint64) {
 	tc.mu.RLock()
 	defer tc.mu.RUnlock()
 	cur, compacted, notify, gen = tc.rev, tc.compacted, tc.notify, tc.generation

@@ -100,16 +100,16 @@ func (w *Watch) Close() {
 // Next blocks until there is something to send and returns it: the next initial events, the next
 // changes in revision order, or a bookmark. It fails with EXPIRED when the watch fell behind the
 // compacted revision, with an IsReset error when the cache was reloaded, and with ctx's error.
-func (w *Watch) Next(ctx context.Context) ([]*storagev1.Event, error) {
+func (w *Watch) Next(ctx context.Context) (*Batch, error) {
 	if len(w.initial) > 0 {
-		n, size := 0, 0
-		for n < len(w.initial) && n < initialEventsBatch && (n == 0 || size < batchBytes) {
-			size += len(w.initial[n].GetObject().GetValue())
-			n++
+		b := &Batch{}
+		for size := 0; len(w.initial) > 0 && len(b.Events) < initialEventsBatch && size < batchBytes; {
+			enc := encodeEvent(w.initial[0])
+			b.Events = append(b.Events, enc)
+			size += len(enc)
+			w.initial = w.initial[1:]
 		}
-		out := w.initial[:n]
-		w.initial = w.initial[n:]
-		return out, nil
+		return b, nil
 	}
 	var tick <-chan time.Time
 	if w.ticker != nil {
@@ -126,7 +126,7 @@ func (w *Watch) Next(ctx context.Context) ([]*storagev1.Event, error) {
 		if len(evs) > 0 {
 			out, consumed := w.convert(evs)
 			w.pos = evs[consumed-1].Revision
-			if len(out) > 0 {
+			if len(out.Events) > 0 {
 				return out, nil
 			}
 			// Everything was filtered away; a bookmark may still be due under steady load.
@@ -147,54 +147,55 @@ func (w *Watch) Next(ctx context.Context) ([]*storagev1.Event, error) {
 	}
 }
 
-func (w *Watch) bookmark() []*storagev1.Event {
-	return []*storagev1.Event{{Type: storagev1.EventType_BOOKMARK, ResourceVersion: w.pos}}
+func (w *Watch) bookmark() *Batch {
+	return &Batch{Events: [][]byte{encodeEvent(&storagev1.Event{Type: storagev1.EventType_BOOKMARK, ResourceVersion: w.pos})}}
 }
 
-// convert turns log events into watch events for this watch's filter, up to batchBytes of
-// objects, and says how many of evs it consumed. A modification that moves an object into the
-// selection is an ADDED, one that moves it out a DELETED (of the previous state, at the event's
-// revision), as upstream's watch cache does.
-func (w *Watch) convert(evs []backend.Event) ([]*storagev1.Event, int) {
-	out := make([]*storagev1.Event, 0, len(evs))
+// convert encodes log events for this watch's filter, up to batchBytes, and says how many of
+// evs it consumed. Events every watch of the type sees alike share one encoding. A modification
+// that moves an object into the selection is an ADDED, one that moves it out a DELETED (of the
+// previous state, at the event's revision), as upstream's watch cache does; those are encoded
+// for this watch alone.
+func (w *Watch) convert(evs []*logEvent) (*Batch, int) {
+	out := &Batch{Events: make([][]byte, 0, len(evs))}
 	f := w.f
 	size := 0
-	for i := range evs {
+	for i, ev := range evs {
 		if size >= batchBytes {
 			return out, i
 		}
-		ev := &evs[i]
 		if f.prefix != "" && ev.Object.GetNamespace()+"/" != f.prefix {
 			continue
 		}
-		typ := storagev1.EventType_MODIFIED
-		obj := ev.Object
+		var enc []byte
 		switch ev.Type {
 		case backend.Added:
-			if !f.matches(obj) {
-				continue
+			if f.matches(ev.Object) {
+				enc = ev.encoded()
 			}
-			typ = storagev1.EventType_ADDED
 		case backend.Deleted:
-			if !f.matches(ev.Prev) {
-				continue
+			if f.matches(ev.Prev) {
+				enc = ev.encoded()
 			}
-			typ = storagev1.EventType_DELETED
 		case backend.Modified:
-			if f.hasSelectors() {
-				now, before := f.matches(obj), f.matches(ev.Prev)
-				switch {
-				case now && !before:
-					typ = storagev1.EventType_ADDED
-				case !now && before:
-					typ, obj = storagev1.EventType_DELETED, atRevision(ev.Prev, ev.Revision)
-				case !now && !before:
-					continue
-				}
+			if !f.hasSelectors() {
+				enc = ev.encoded()
+				break
+			}
+			now, before := f.matches(ev.Object), f.matches(ev.Prev)
+			switch {
+			case now && before:
+				enc = ev.encoded()
+			case now:
+				enc = encodeEvent(&storagev1.Event{Type: storagev1.EventType_ADDED, Object: ReadView(ev.Object), ResourceVersion: ev.Revision})
+			case before:
+				enc = encodeEvent(&storagev1.Event{Type: storagev1.EventType_DELETED, Object: atRevision(ev.Prev, ev.Revision), ResourceVersion: ev.Revision})
 			}
 		}
-		out = append(out, &storagev1.Event{Type: typ, Object: ReadView(obj), ResourceVersion: ev.Revision})
-		size += len(obj.GetValue())
+		if enc != nil {
+			out.Events = append(out.Events, enc)
+			size += len(enc)
+		}
 	}
 	return out, len(evs)
 }

@@ -119,8 +119,8 @@ func (s *countingStream) RecvMsg(msg any) error {
 }
 
 func (s *countingStream) SendMsg(msg any) error {
-	if r, ok := msg.(*storagev1.WatchResponse); ok && s.c != nil {
-		s.c.Add(float64(len(r.GetEvents())))
+	if b, ok := msg.(*cache.Batch); ok && s.c != nil {
+		s.c.Add(float64(b.Len()))
 	}
 	return s.ServerStream.SendMsg(msg)
 }

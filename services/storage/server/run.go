@@ -147,6 +147,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg, c)
 	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newWireCodec()),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.ChainUnaryInterceptor(m.unary),
 		grpc.ChainStreamInterceptor(m.stream),

@@ -143,7 +143,7 @@ func (s *Service) Watch(req *storagev1.WatchRequest, stream grpc.ServerStreaming
 		default:
 			return toStatus(s.log, err, req.GetType(), "")
 		}
-		if err := stream.Send(&storagev1.WatchResponse{Events: evs}); err != nil {
+		if err := stream.SendMsg(evs); err != nil { // a *cache.Batch: see wireCodec
 			return err
 		}
 	}

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"strings"
 	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -37,19 +36,9 @@ func (e *logEvent) encoded() []byte {
 }
 
 func encodeEvent(ev *storagev1.Event) []byte {
-	b, err := proto.Marshal(ev)
-	if err == nil {
-		return b
-	}
-	// Only invalid UTF-8 in a string fails, which the service's validation rejects on writes;
-	// never let it take a watch down.
-	obj := ev.GetObject()
-	ev = &storagev1.Event{Type: ev.GetType(), ResourceVersion: ev.GetResourceVersion(), InitialEventsEnd: ev.GetInitialEventsEnd()}
-	if obj != nil {
-		ev.Object = &storagev1.Object{Namespace: strings.ToValidUTF8(obj.GetNamespace(), "\uFFFD"), Name: strings.ToValidUTF8(obj.GetName(), "\uFFFD"),
-			Value: obj.GetValue(), ResourceVersion: obj.GetResourceVersion(), Uid: strings.ToValidUTF8(obj.GetUid(), "\uFFFD")}
-	}
-	b, _ = proto.Marshal(ev)
+	// Marshal fails only on invalid UTF-8 in a string; every stored string arrived in a request
+	// that protobuf decoding already checked.
+	b, _ := proto.Marshal(ev)
 	return b
 }
 

@@ -30,6 +30,9 @@ type typeCache struct {
 	events []*logEvent
 	// notify is closed (and replaced) whenever rev, compacted or generation changes.
 	notify chan struct{}
+	// last is the change at rev, kept (even once compacted) so that the reader can check the
+	// backend still has it after a failure; nil if unknown.
+	last *backend.Event
 	// generation changes when the cache is rebuilt from a new snapshot; watches of an older
 	// generation end so that their clients resume from their last revision.
 	generation uint64
@@ -55,6 +58,10 @@ func (tc *typeCache) load(ctx context.Context) error {
 	for i := range snap.Events {
 		tc.events[i] = &logEvent{Event: snap.Events[i]}
 	}
+	tc.last = nil
+	if n := len(snap.Events); n > 0 && snap.Events[n-1].Revision == snap.Revision {
+		tc.last = &snap.Events[n-1]
+	}
 	tc.generation++
 	tc.broadcastLocked()
 	tc.mu.Unlock()
@@ -68,17 +75,34 @@ func (tc *typeCache) broadcastLocked() {
 
 // run follows the backend's log until ctx ends: one reader per type, whatever the number of
 // watchers.
+//
+// After any failure to read, the reader does not trust the log until it has checked that the
+// backend still holds the history the cache has applied: Redis that lost writes (a crash with
+// appendfsync everysec, a restore from an older file) and took new ones may already be past the
+// cache's revision, with different changes under the same revisions. A history that diverged is
+// reloaded from a snapshot and the type's watches end.
 func (tc *typeCache) run(ctx context.Context, readBatch int) {
 	backoff := 50 * time.Millisecond
+	verified := true
 	for ctx.Err() == nil {
-		tc.mu.RLock()
-		after := tc.rev
-		tc.mu.RUnlock()
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		evs, err := tc.be.Read(rctx, tc.rt, after, readBatch)
-		cancel()
-		if err == nil && len(evs) > 0 && evs[0].Revision != after+1 {
-			err = backend.ErrCompacted
+		var err error
+		if !verified {
+			if err = tc.verify(ctx); err == nil {
+				verified = true
+			}
+		}
+		var evs []backend.Event
+		var after int64
+		if err == nil {
+			tc.mu.RLock()
+			after = tc.rev
+			tc.mu.RUnlock()
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			evs, err = tc.be.Read(rctx, tc.rt, after, readBatch)
+			cancel()
+			if err == nil && len(evs) > 0 && evs[0].Revision != after+1 {
+				err = backend.ErrCompacted
+			}
 		}
 		switch {
 		case err == nil:
@@ -88,19 +112,50 @@ func (tc *typeCache) run(ctx context.Context, readBatch int) {
 			}
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, backend.ErrCompacted) || errors.Is(err, backend.ErrRewound):
-			tc.log.Warn("storage cache fell out of step with the backend log; reloading", "type", tc.name, "after", after, "err", err)
+		case errors.Is(err, backend.ErrCompacted) || errors.Is(err, backend.ErrRewound) || errors.Is(err, errDiverged):
+			tc.log.Warn("storage cache out of step with the backend log; reloading", "type", tc.name, "after", after, "err", err)
 			if lerr := tc.load(ctx); lerr != nil {
 				tc.log.Warn("storage cache reload failed", "type", tc.name, "err", lerr)
+				verified = false
 				sleep(ctx, backoff)
 				backoff = min(2*backoff, 2*time.Second)
+			} else {
+				verified = true
 			}
 		default:
 			tc.log.Warn("storage cache cannot read the backend log; retrying", "type", tc.name, "err", err, "retry_in", backoff)
+			verified = false
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
+}
+
+// errDiverged says the backend's log no longer holds the change the cache applied last.
+var errDiverged = errors.New("the backend's history differs from the one the cache applied")
+
+// verify checks that the backend's change at the cache's revision is the one the cache applied.
+func (tc *typeCache) verify(ctx context.Context) error {
+	tc.mu.RLock()
+	rev, last := tc.rev, tc.last
+	tc.mu.RUnlock()
+	if rev == 0 {
+		return nil // nothing applied, nothing to contradict
+	}
+	if last == nil {
+		return errDiverged // no change of our own left to compare with: reload to be sure
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	evs, err := tc.be.Read(rctx, tc.rt, rev-1, 1)
+	cancel()
+	switch {
+	case err != nil:
+		return err
+	case len(evs) == 0 || evs[0].Revision != rev || evs[0].UnixNano != last.UnixNano || evs[0].Type != last.Type ||
+		backend.Key(evs[0].Object.GetNamespace(), evs[0].Object.GetName()) != backend.Key(last.Object.GetNamespace(), last.Object.GetName()):
+		return errDiverged
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -124,7 +179,9 @@ func (tc *typeCache) apply(evs []backend.Event) {
 			tc.log.Error("storage cache saw a revision gap", "type", tc.name, "have", tc.rev, "got", ev.Revision)
 		}
 		tc.ix.apply(backend.Key(ev.Object.GetNamespace(), ev.Object.GetName()), ev)
-		tc.events = append(tc.events, &logEvent{Event: ev})
+		le := &logEvent{Event: ev}
+		tc.events = append(tc.events, le)
+		tc.last = &le.Event
 		tc.rev = ev.Revision
 	}
 	tc.broadcastLocked()

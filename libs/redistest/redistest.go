@@ -5,6 +5,8 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +26,9 @@ type Options struct {
 	AppendFsync string
 	// Password, when set, is required from clients (requirepass).
 	Password string
+	// TLSCertFile, TLSKeyFile and TLSCAFile, when set, make the server speak TLS only (no
+	// plaintext port); clients verify it with TLSCAFile, and are not asked for certificates.
+	TLSCertFile, TLSKeyFile, TLSCAFile string
 }
 
 // Server is a running (or stopped, between Stop and Start) redis-server.
@@ -70,12 +75,16 @@ func StartProcess(dir string, opts Options) (*Server, error) {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL is a redis:// URL for the server, with the password if one is set.
+// URL is a redis:// (rediss:// with TLS) URL for the server, with the password if one is set.
 func (s *Server) URL() string {
-	if s.opts.Password != "" {
-		return "redis://:" + s.opts.Password + "@" + s.Addr() + "/0"
+	scheme := "redis://"
+	if s.opts.TLSCertFile != "" {
+		scheme = "rediss://"
 	}
-	return "redis://" + s.Addr() + "/0"
+	if s.opts.Password != "" {
+		return scheme + ":" + s.opts.Password + "@" + s.Addr() + "/0"
+	}
+	return scheme + s.Addr() + "/0"
 }
 
 // Dir is the server's data directory.
@@ -87,8 +96,12 @@ func (s *Server) Start() error {
 	if s.cmd != nil {
 		return errors.New("redistest: server already running")
 	}
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.opts.TLSCertFile != "" {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", s.opts.TLSCertFile,
+			"--tls-key-file", s.opts.TLSKeyFile, "--tls-ca-cert-file", s.opts.TLSCAFile, "--tls-auth-clients", "no"}
+	}
+	args := append(port,
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--appendonly", "yes",
@@ -96,7 +109,7 @@ func (s *Server) Start() error {
 		"--save", "",
 		"--daemonize", "no",
 		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}
+	)
 	if s.opts.Password != "" {
 		args = append(args, "--requirepass", s.opts.Password)
 	}
@@ -155,7 +168,18 @@ func (s *Server) Restart(kill bool) error {
 }
 
 func (s *Server) ping() error {
-	conn, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	var conn net.Conn
+	var err error
+	if s.opts.TLSCertFile != "" {
+		pool := x509.NewCertPool()
+		if pem, rerr := os.ReadFile(s.opts.TLSCAFile); rerr == nil {
+			pool.AppendCertsFromPEM(pem)
+		}
+		d := &net.Dialer{Timeout: 200 * time.Millisecond}
+		conn, err = tls.DialWithDialer(d, "tcp", s.Addr(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	} else {
+		conn, err = net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	}
 	if err != nil {
 		return err
 	}

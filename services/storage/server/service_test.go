@@ -435,3 +435,38 @@ func copyDir(t *testing.T, from, to string) {
 		}
 	}
 }
+
+func TestRedisOverTLS(t *testing.T) {
+	p := newPKI(t)
+	cert, key := p.issue(t, "redis", true)
+	rs := redistest.Start(t, redistest.Options{TLSCertFile: cert, TLSKeyFile: key, TLSCAFile: p.caFile, Password: "tls-pw"})
+	cfg := conformance.TestConfig()
+	cfg.Backend, cfg.RedisURL, cfg.RedisCAFile = "redis", rs.URL(), p.caFile
+	if !strings.HasPrefix(cfg.RedisURL, "rediss://") {
+		t.Fatalf("URL %s is not TLS", cfg.RedisURL)
+	}
+	srv, err := server.Start(context.Background(), cfg, testLogger())
+	if err != nil {
+		t.Fatalf("storage over TLS Redis: %v", err)
+	}
+	t.Cleanup(func() { srv.Stop(context.Background()) })
+	c := storage.NewClient(dial(t, srv.Addr().String()))
+	if _, err := c.Create(ctx(t), &storagev1.CreateRequest{Type: widgets, Object: &storagev1.Object{Name: "a", Value: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(ctx(t), &storagev1.GetRequest{Type: widgets, Name: "a"}); err != nil || string(got.GetObject().GetValue()) != "v" {
+		t.Fatalf("get over TLS Redis: %v %v", got, err)
+	}
+
+	// A Redis whose certificate the service does not trust is refused at start, with no secret in
+	// the error.
+	cfg.RedisCAFile = newPKI(t).caFile
+	_, err = server.Start(context.Background(), cfg, testLogger())
+	if err == nil {
+		t.Fatal("storage trusted a Redis certificate from an unknown CA")
+	}
+	t.Logf("untrusted Redis: %v", err)
+	if strings.Contains(err.Error(), "tls-pw") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}

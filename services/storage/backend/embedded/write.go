@@ -141,6 +141,22 @@ func (b *Backend) Create(ctx context.Context, rt *storagev1.ResourceType, obj *s
 	})
 }
 
+// live returns the live object at key if pre holds for it: ErrNotFound if there is none, a
+// *backend.ConflictError if a precondition fails.
+func (t *typeTx) live(key string, pre *storagev1.Preconditions) (*storagev1.Object, error) {
+	cur, err := t.get(key)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return nil, backend.ErrNotFound
+	}
+	if err := t.checkPreconditions(cur, pre); err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
 // Update replaces a live object; the stored uid is kept and obj.Uid is ignored.
 func (b *Backend) Update(ctx context.Context, rt *storagev1.ResourceType, obj *storagev1.Object, pre *storagev1.Preconditions) (backend.Event, error) {
 	if obj == nil {
@@ -148,14 +164,8 @@ func (b *Backend) Update(ctx context.Context, rt *storagev1.ResourceType, obj *s
 	}
 	return b.write(ctx, rt, false, func(t *typeTx) (backend.Event, error) {
 		key := backend.Key(obj.GetNamespace(), obj.GetName())
-		cur, err := t.get(key)
+		cur, err := t.live(key, pre)
 		if err != nil {
-			return backend.Event{}, err
-		}
-		if cur == nil {
-			return backend.Event{}, backend.ErrNotFound
-		}
-		if err := t.checkPreconditions(cur, pre); err != nil {
 			return backend.Event{}, err
 		}
 		n := cloneObject(obj)
@@ -173,14 +183,8 @@ func (b *Backend) Update(ctx context.Context, rt *storagev1.ResourceType, obj *s
 func (b *Backend) Delete(ctx context.Context, rt *storagev1.ResourceType, namespace, name string, pre *storagev1.Preconditions) (backend.Event, error) {
 	return b.write(ctx, rt, false, func(t *typeTx) (backend.Event, error) {
 		key := backend.Key(namespace, name)
-		cur, err := t.get(key)
+		cur, err := t.live(key, pre)
 		if err != nil {
-			return backend.Event{}, err
-		}
-		if cur == nil {
-			return backend.Event{}, backend.ErrNotFound
-		}
-		if err := t.checkPreconditions(cur, pre); err != nil {
 			return backend.Event{}, err
 		}
 		last := cloneObject(cur)

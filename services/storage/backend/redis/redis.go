@@ -292,33 +292,17 @@ func (b *Backend) write(ctx context.Context, k *typeKeys, op, key string, payloa
 
 // Create implements backend.Backend.
 func (b *Backend) Create(ctx context.Context, rt *storagev1.ResourceType, obj *storagev1.Object) (backend.Event, error) {
-	k, err := b.keys(rt)
-	if err != nil {
-		return backend.Event{}, err
-	}
-	if obj == nil {
-		return backend.Event{}, errNilObject
-	}
-	buf := getBuf()
-	payload, err := appendPayload(*buf, obj)
-	if err != nil {
-		return backend.Event{}, err
-	}
-	r, err := b.write(ctx, k, opCreate, backend.Key(obj.GetNamespace(), obj.GetName()), payload, obj.GetUid(), "")
-	var o *storagev1.Object
-	if err == nil {
-		// The event carries what was stored; decoding the payload is cheaper than proto.Clone.
-		o, err = decodePayload(payload, r.rev, obj.GetUid())
-	}
-	putBuf(buf, payload)
-	if err != nil {
-		return backend.Event{}, err
-	}
-	return backend.Event{Type: backend.Added, Revision: r.rev, Object: o, UnixNano: r.unixNano}, nil
+	return b.put(ctx, rt, obj, opCreate, obj.GetUid(), "")
 }
 
 // Update implements backend.Backend.
 func (b *Backend) Update(ctx context.Context, rt *storagev1.ResourceType, obj *storagev1.Object, pre *storagev1.Preconditions) (backend.Event, error) {
+	uid, rv := preArgs(pre)
+	return b.put(ctx, rt, obj, opUpdate, uid, rv)
+}
+
+// put runs a create or an update (uid and rv are the script's arguments) and builds its event.
+func (b *Backend) put(ctx context.Context, rt *storagev1.ResourceType, obj *storagev1.Object, op, uid, rv string) (backend.Event, error) {
 	k, err := b.keys(rt)
 	if err != nil {
 		return backend.Event{}, err
@@ -331,19 +315,24 @@ func (b *Backend) Update(ctx context.Context, rt *storagev1.ResourceType, obj *s
 	if err != nil {
 		return backend.Event{}, err
 	}
-	uid, rv := preArgs(pre)
-	r, err := b.write(ctx, k, opUpdate, backend.Key(obj.GetNamespace(), obj.GetName()), payload, uid, rv)
-	var o, prev *storagev1.Object
-	if err == nil {
-		if prev, err = decodeValue(r.prev); err == nil {
-			o, err = decodePayload(payload, r.rev, prev.Uid)
+	r, err := b.write(ctx, k, op, backend.Key(obj.GetNamespace(), obj.GetName()), payload, uid, rv)
+	ev := backend.Event{Type: backend.Added, Revision: r.rev, UnixNano: r.unixNano}
+	storedUID := obj.GetUid()
+	if err == nil && op == opUpdate {
+		ev.Type = backend.Modified
+		if ev.Prev, err = decodeValue(r.prev); err == nil {
+			storedUID = ev.Prev.GetUid() // the uid is fixed at creation
 		}
+	}
+	if err == nil {
+		// The event carries what was stored; decoding the payload is cheaper than proto.Clone.
+		ev.Object, err = decodePayload(payload, r.rev, storedUID)
 	}
 	putBuf(buf, payload)
 	if err != nil {
 		return backend.Event{}, err
 	}
-	return backend.Event{Type: backend.Modified, Revision: r.rev, Object: o, Prev: prev, UnixNano: r.unixNano}, nil
+	return ev, nil
 }
 
 // Delete implements backend.Backend.

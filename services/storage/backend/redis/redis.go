@@ -93,11 +93,18 @@ const (
 	maxBlock        = 5 * time.Second // longest XREAD BLOCK of one Read
 	defaultReadMax  = 1000            // Read's max when the caller passes <= 0
 	secretLen       = 32
+	// blockingPoolSize bounds the connections parked in XREAD BLOCK: one per resource type in
+	// use. go-redis dials them only when needed.
+	blockingPoolSize = 4096
 )
 
 // Backend is a backend.Backend on one Redis (standalone, or the primary of a replicated set).
 type Backend struct {
-	client    *redis.Client
+	client *redis.Client
+	// blocking serves only XREAD BLOCK. Every resource type in use has a log reader parked there
+	// for seconds at a time; sharing the request pool, more types than pooled connections would
+	// starve every other command.
+	blocking  *redis.Client
 	addr      string
 	secretKey string
 	typesGlob string
@@ -128,7 +135,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := b.client.Ping(pctx).Err(); err != nil {
-		_ = b.client.Close()
+		_ = b.Close()
 		if ctx.Err() == nil && (pctx.Err() != nil || isUnavailable(err)) {
 			return nil, &unavailableError{addr: b.addr, err: err}
 		}
@@ -136,7 +143,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	for _, s := range []*redis.Script{writeScript, compactScript} {
 		if err := s.Load(pctx, b.client).Err(); err != nil {
-			_ = b.client.Close()
+			_ = b.Close()
 			return nil, b.wrap(pctx, fmt.Errorf("load script: %w", err))
 		}
 	}
@@ -176,8 +183,11 @@ func clientOptions(opts Options) (*redis.Options, error) {
 
 // open makes a Backend on a new client, without talking to Redis yet.
 func open(ro *redis.Options) *Backend {
+	bo := *ro
+	bo.PoolSize = blockingPoolSize
 	return &Backend{
 		client:    redis.NewClient(ro),
+		blocking:  redis.NewClient(&bo),
 		addr:      ro.Addr,
 		secretKey: naming.RedisKeyPrefix + ":continue-secret",
 		typesGlob: naming.RedisKeyPrefix + ":{*}:rev",
@@ -531,11 +541,11 @@ func (b *Backend) wait(ctx context.Context, k *typeKeys, after int64, max int) (
 	}
 	var r result
 	if ctx.Done() == nil {
-		r.streams, r.err = b.client.XRead(rctx, args).Result()
+		r.streams, r.err = b.blocking.XRead(rctx, args).Result()
 	} else {
 		ch := make(chan result, 1)
 		go func() {
-			s, err := b.client.XRead(rctx, args).Result()
+			s, err := b.blocking.XRead(rctx, args).Result()
 			ch <- result{s, err}
 		}()
 		select {
@@ -654,7 +664,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 
 // Close implements backend.Backend.
 func (b *Backend) Close() error {
-	return b.client.Close()
+	return errors.Join(b.client.Close(), b.blocking.Close())
 }
 
 // unavailableError reports that Redis could not be reached; it matches backend.ErrUnavailable.

@@ -977,3 +977,33 @@ func TestDoneContext(t *testing.T) {
 		t.Fatalf("Revision = %d, %v: a write with a done context was committed", cur, err)
 	}
 }
+
+// TestBlockedReadersDoNotStarveWrites: every resource type in use has a log reader blocked in
+// XREAD for seconds at a time; with more types than pooled connections, writes must still go
+// through at once.
+func TestBlockedReadersDoNotStarveWrites(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	b := newBackend(t, Options{URL: srv.URL(), PoolSize: 2})
+	const idleTypes = 10
+	var wg sync.WaitGroup
+	for i := range idleTypes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_, _ = b.Read(ctx, &storagev1.ResourceType{Resource: fmt.Sprint("idle", i)}, 0, 10)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the readers are blocked in XREAD now
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := b.Create(ctx, pods, object("ns", "a", "v", "u")); err != nil {
+		t.Fatalf("write while %d readers block: %v", idleTypes, err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("write waited %v behind blocked readers", took)
+	}
+	wg.Wait()
+}

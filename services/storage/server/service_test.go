@@ -90,6 +90,17 @@ func (p *pki) issue(t *testing.T, name string, server bool) (string, string) {
 	return p.write(t, name+".crt", "CERTIFICATE", der), p.write(t, name+".key", "EC PRIVATE KEY", keyDER)
 }
 
+// startService runs the storage service with cfg until the test ends.
+func startService(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
+	srv, err := server.Start(context.Background(), cfg, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop(context.Background()) })
+	return srv
+}
+
 func startEmbedded(t *testing.T, tweak func(*server.Config)) *server.Server {
 	t.Helper()
 	cfg := conformance.TestConfig()
@@ -97,12 +108,7 @@ func startEmbedded(t *testing.T, tweak func(*server.Config)) *server.Server {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	srv, err := server.Start(context.Background(), cfg, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop(context.Background()) })
-	return srv
+	return startService(t, cfg)
 }
 
 func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
@@ -221,11 +227,7 @@ func TestRedisOutageFailsFastAndRecovers(t *testing.T) {
 	pwFile := filepath.Join(t.TempDir(), "pw")
 	_ = os.WriteFile(pwFile, []byte("s3cret-pw\n"), 0o600)
 	cfg.RedisPasswordFile = pwFile
-	srv, err := server.Start(context.Background(), cfg, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop(context.Background()) })
+	srv := startService(t, cfg)
 	conn := dial(t, srv.Addr().String())
 	c := storage.NewClient(conn)
 	if _, err := c.Create(ctx(t), &storagev1.CreateRequest{Type: widgets, Object: &storagev1.Object{Name: "a"}}); err != nil {
@@ -326,11 +328,7 @@ func TestRedisLosingWritesNeverMixesHistories(t *testing.T) {
 	rs := redistest.Start(t, redistest.Options{AppendFsync: "everysec"})
 	cfg := conformance.TestConfig()
 	cfg.Backend, cfg.RedisURL = "redis", rs.URL()
-	srv, err := server.Start(context.Background(), cfg, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop(context.Background()) })
+	srv := startService(t, cfg)
 	c := storage.NewClient(dial(t, srv.Addr().String()))
 	create := func(name string) int64 {
 		t.Helper()
@@ -480,11 +478,7 @@ func TestReplicasShareOneRedis(t *testing.T) {
 	for i := range clients {
 		cfg := conformance.TestConfig()
 		cfg.Backend, cfg.RedisURL = "redis", rs.URL()
-		srv, err := server.Start(context.Background(), cfg, testLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { srv.Stop(context.Background()) })
+		srv := startService(t, cfg)
 		clients[i] = storage.NewClient(dial(t, srv.Addr().String()))
 	}
 	a, b := clients[0], clients[1]

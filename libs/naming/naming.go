@@ -2,6 +2,8 @@
 // other package takes them from here, so a rename is a one-file change.
 package naming
 
+import "strings"
+
 // The product's name as it appears inside identifiers.
 const (
 	// Product is the neutral product word used inside identifiers.
@@ -23,3 +25,20 @@ const (
 
 // ProtobufMagic starts every binary (Protobuf envelope) body.
 var ProtobufMagic = [4]byte{0x6b, 0x38, 0x73, 0x00}
+
+// upstreamGroupSuffix ends the names of upstream's built-in API groups; Platform serves the same
+// kinds under GroupSuffix instead.
+const upstreamGroupSuffix = ".k8s.io"
+
+// MetaGroup is the group of the API's own meta kinds (Table, PartialObjectMetadata, Status).
+const MetaGroup = "meta." + GroupSuffix
+
+// Group maps the name of an upstream built-in API group to the name Platform serves it under:
+// "rbac.authorization.k8s.io" becomes "rbac.authorization.platform.io"; the core group ("") and
+// the short historical names ("apps", "batch", "autoscaling", "policy") stay as they are.
+func Group(upstream string) string {
+	if base, ok := strings.CutSuffix(upstream, upstreamGroupSuffix); ok {
+		return base + "." + GroupSuffix
+	}
+	return upstream
+}

@@ -1,0 +1,79 @@
+// Package auth holds the seams of the request path that access control plugs into: who is
+// calling (Authenticator), acting as whom (impersonation), and whether they may (Authorizer).
+// The gateway's handler chain calls them in that order before any handler runs.
+package auth
+
+import (
+	"context"
+	"net/http"
+)
+
+// Well-known users and groups.
+const (
+	Anonymous            = "system:anonymous"
+	GroupUnauthenticated = "system:unauthenticated"
+	GroupAuthenticated   = "system:authenticated"
+	GroupMasters         = "system:masters"
+)
+
+// User is an authenticated identity.
+type User struct {
+	Name   string
+	UID    string
+	Groups []string
+	Extra  map[string][]string
+}
+
+// Authenticator identifies the caller of a request. ok is false when the request carries no
+// credentials this authenticator understands; err is set when it carries bad ones.
+type Authenticator interface {
+	AuthenticateRequest(r *http.Request) (u *User, ok bool, err error)
+}
+
+// Attributes describe a request for an authorization decision.
+type Attributes struct {
+	User            *User
+	Verb            string
+	ResourceRequest bool
+	// For resource requests:
+	APIGroup, APIVersion, Resource, Subresource, Namespace, Name string
+	// For non-resource requests:
+	Path string
+}
+
+// Decision is an authorizer's answer.
+type Decision int
+
+// Decisions, as upstream: an authorizer may allow, deny, or have no opinion (the next one decides).
+const (
+	DecisionNoOpinion Decision = iota
+	DecisionAllow
+	DecisionDeny
+)
+
+// Authorizer decides whether a request may proceed.
+type Authorizer interface {
+	Authorize(ctx context.Context, a Attributes) (Decision, string, error)
+}
+
+// AlwaysAllow is the authorizer used until the authorization service exists: every
+// authenticated request may proceed.
+type AlwaysAllow struct{}
+
+// Authorize allows everything.
+func (AlwaysAllow) Authorize(context.Context, Attributes) (Decision, string, error) {
+	return DecisionAllow, "", nil
+}
+
+type userKey struct{}
+
+// WithUser returns a context carrying the request's user.
+func WithUser(ctx context.Context, u *User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
+
+// UserFrom returns the request's user, if the chain set one.
+func UserFrom(ctx context.Context) (*User, bool) {
+	u, ok := ctx.Value(userKey{}).(*User)
+	return u, ok
+}

@@ -1,0 +1,319 @@
+// Package registry knows every resource type the gateway serves: the Go types of k8s.io/api
+// registered under Platform's group names, and for each resource its scope, kind, list kind,
+// verbs, short names, categories, subresources and selectable fields. Discovery, routing and
+// the handlers all read it; nothing else decides what exists.
+package registry
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/libs/naming"
+)
+
+// Resource describes one served resource type (one group, version and resource name).
+type Resource struct {
+	// GroupVersionResource is the type's address in URLs, under Platform's group name.
+	schema.GroupVersionResource
+	// Kind is the object kind; ListKind the kind of its collections.
+	Kind, ListKind string
+	// Singular is the lower-case singular name (discovery's singularName).
+	Singular string
+	// Namespaced is true for namespace-scoped types.
+	Namespaced bool
+	// Verbs are the API verbs the main resource supports.
+	Verbs []string
+	// ShortNames and Categories are advertised in discovery (kubectl's "po", "all").
+	ShortNames, Categories []string
+	// Subresources are the subresource names served below an item ("status").
+	Subresources []string
+	// Virtual types are operations, not stored objects (create only, nothing persisted).
+	Virtual bool
+	// HasStatus is true when the kind has a status that the main resource's writes do not change.
+	HasStatus bool
+	// SelectableFields are the field selector keys beyond metadata.name and metadata.namespace.
+	SelectableFields []string
+	// fields extracts SelectableFields from an object.
+	fields func(runtime.Object) map[string]string
+	// goType is the Go type of one object (a pointer type).
+	goType reflect.Type
+}
+
+// GroupVersionKind returns the kind's full name under Platform's group.
+func (r *Resource) GroupVersionKind() schema.GroupVersionKind {
+	return r.GroupVersion().WithKind(r.Kind)
+}
+
+// GroupResource is the type's storage identity: one per group and resource, whatever the version.
+func (r *Resource) GroupResource() schema.GroupResource {
+	return r.GroupVersionResource.GroupResource()
+}
+
+// New returns an empty object of the kind.
+func (r *Resource) New() runtime.Object {
+	return reflect.New(r.goType.Elem()).Interface().(runtime.Object)
+}
+
+// HasSubresource tells whether name is served below items of this type.
+func (r *Resource) HasSubresource(name string) bool {
+	for _, s := range r.Subresources {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Fields returns the selectable fields of obj: metadata.name, metadata.namespace (for
+// namespaced types) and the kind's own selectable fields. Storage indexes them for field selectors.
+func (r *Resource) Fields(obj runtime.Object) map[string]string {
+	m := map[string]string{}
+	if r.fields != nil {
+		m = r.fields(obj)
+	}
+	if a, err := meta.Accessor(obj); err == nil {
+		m["metadata.name"] = a.GetName()
+		if r.Namespaced {
+			m["metadata.namespace"] = a.GetNamespace()
+		}
+	}
+	return m
+}
+
+// FieldSelectable tells whether key may be used in a field selector for this type.
+func (r *Resource) FieldSelectable(key string) bool {
+	if key == "metadata.name" || (key == "metadata.namespace" && r.Namespaced) {
+		return true
+	}
+	for _, f := range r.SelectableFields {
+		if f == key {
+			return true
+		}
+	}
+	return false
+}
+
+// GroupVersion is one served group version with its resources in discovery order.
+type GroupVersion struct {
+	schema.GroupVersion
+	Resources []*Resource
+}
+
+// Group is one served API group with its versions, preferred first.
+type Group struct {
+	Name     string
+	Versions []*GroupVersion
+}
+
+// Registry is the set of served resource types and the scheme that encodes and decodes them.
+type Registry struct {
+	// Scheme knows every served kind under Platform's group names, plus the meta kinds.
+	Scheme *runtime.Scheme
+	groups []*Group
+	byGVR  map[schema.GroupVersionResource]*Resource
+	// byGroupResource finds a resource by group and plural, short name or kind (for kubectl-like lookups).
+	byType map[reflect.Type]*Resource
+}
+
+// Groups returns the served groups, the core group ("") first, then in registration order.
+func (r *Registry) Groups() []*Group { return r.groups }
+
+// Group returns a served group by name.
+func (r *Registry) Group(name string) (*Group, bool) {
+	for _, g := range r.groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return nil, false
+}
+
+// GroupVersion returns one served group version.
+func (r *Registry) GroupVersion(gv schema.GroupVersion) (*GroupVersion, bool) {
+	g, ok := r.Group(gv.Group)
+	if !ok {
+		return nil, false
+	}
+	for _, v := range g.Versions {
+		if v.Version == gv.Version {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// Resource returns the served resource for a group, version and plural name.
+func (r *Registry) Resource(gvr schema.GroupVersionResource) (*Resource, bool) {
+	res, ok := r.byGVR[gvr]
+	return res, ok
+}
+
+// ForObject returns the resource whose kind obj is (by its Go type).
+func (r *Registry) ForObject(obj runtime.Object) (*Resource, bool) {
+	res, ok := r.byType[reflect.TypeOf(obj)]
+	return res, ok
+}
+
+// Resources returns every served resource, sorted by group, version and name.
+func (r *Registry) Resources() []*Resource {
+	out := make([]*Resource, 0, len(r.byGVR))
+	for _, res := range r.byGVR {
+		out = append(out, res)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].GroupVersionResource, out[j].GroupVersionResource
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Version != b.Version {
+			return a.Version < b.Version
+		}
+		return a.Resource < b.Resource
+	})
+	return out
+}
+
+// MetaGroupVersion is meta.platform.io/v1, the group version of Table and PartialObjectMetadata.
+var MetaGroupVersion = schema.GroupVersion{Group: naming.MetaGroup, Version: "v1"}
+
+// UpstreamMetaGroupVersion is meta.k8s.io/v1: kubectl asks for Tables in this group, so the gateway
+// answers in whichever of the two groups the client named.
+var UpstreamMetaGroupVersion = schema.GroupVersion{Group: "meta.k8s.io", Version: "v1"}
+
+// New builds the registry from the catalog, with runtimeConfig applied (see ParseRuntimeConfig).
+func New(runtimeConfig RuntimeConfig) (*Registry, error) {
+	reg := &Registry{
+		Scheme: runtime.NewScheme(),
+		byGVR:  map[schema.GroupVersionResource]*Resource{},
+		byType: map[reflect.Type]*Resource{},
+	}
+	for _, gv := range []schema.GroupVersion{MetaGroupVersion, UpstreamMetaGroupVersion} {
+		reg.Scheme.AddKnownTypes(gv, &metav1.Table{}, &metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadataList{}, &metav1.Status{})
+		metav1.AddToGroupVersion(reg.Scheme, gv)
+	}
+	metav1.AddToGroupVersion(reg.Scheme, schema.GroupVersion{Version: "v1"})
+	if err := runtimeConfig.check(); err != nil {
+		return nil, err
+	}
+	for _, entry := range catalog {
+		gv := schema.GroupVersion{Group: naming.Group(entry.upstream.Group), Version: entry.upstream.Version}
+		if !runtimeConfig.enabled(gv, entry.defaultOn) {
+			continue
+		}
+		if err := reg.addGroupVersion(entry, gv, runtimeConfig); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// addGroupVersion registers the kinds of one upstream group version under Platform's name for it
+// and derives a Resource for every kind that has a list kind.
+func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, rc RuntimeConfig) error {
+	upstream := runtime.NewScheme()
+	if err := entry.install(upstream); err != nil {
+		return fmt.Errorf("registry: installing %s: %w", entry.upstream, err)
+	}
+	known := upstream.KnownTypes(entry.upstream)
+	for kind, t := range known {
+		if err := registerKind(r.Scheme, gv.WithKind(kind), t); err != nil {
+			return err
+		}
+	}
+	metav1.AddToGroupVersion(r.Scheme, gv)
+
+	served := &GroupVersion{GroupVersion: gv}
+	kinds := make([]string, 0, len(known))
+	for kind := range known {
+		kinds = append(kinds, kind)
+	}
+	sort.Strings(kinds)
+	for _, kind := range kinds {
+		info, isResource := resourceInfo(entry, kind, known)
+		if !isResource {
+			continue
+		}
+		res := &Resource{
+			GroupVersionResource: gv.WithResource(info.plural),
+			Kind:                 kind,
+			ListKind:             kind + "List",
+			Singular:             strings.ToLower(kind),
+			Namespaced:           !clusterScoped[kind],
+			ShortNames:           info.shortNames,
+			Categories:           info.categories,
+			Virtual:              info.virtual,
+			goType:               reflect.PointerTo(known[kind]),
+		}
+		if !rc.resourceEnabled(res.GroupVersionResource) {
+			continue
+		}
+		if f, ok := selectableFields[typeKey{entry.upstream.Group, kind}]; ok {
+			res.SelectableFields, res.fields = f.keys, f.extract
+		}
+		if res.Virtual {
+			res.Verbs = []string{"create"}
+		} else {
+			res.Verbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+			if _, ok := known[kind].FieldByName("Status"); ok && known[kind].Kind() == reflect.Struct {
+				if f, _ := known[kind].FieldByName("Status"); f.Type.Kind() == reflect.Struct {
+					res.HasStatus = true
+					res.Subresources = append(res.Subresources, "status")
+				}
+			}
+		}
+		served.Resources = append(served.Resources, res)
+		r.byGVR[res.GroupVersionResource] = res
+		r.byType[res.goType] = res
+	}
+	if len(served.Resources) == 0 {
+		return nil
+	}
+	g, ok := r.Group(gv.Group)
+	if !ok {
+		g = &Group{Name: gv.Group}
+		r.groups = append(r.groups, g)
+	}
+	g.Versions = append(g.Versions, served)
+	return nil
+}
+
+// registerKind adds one Go type under a Platform group version kind.
+func registerKind(s *runtime.Scheme, gvk schema.GroupVersionKind, t reflect.Type) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("registry: registering %s: %v", gvk, p)
+		}
+	}()
+	obj, ok := reflect.New(t).Interface().(runtime.Object)
+	if !ok {
+		return fmt.Errorf("registry: %s is not a runtime.Object", gvk)
+	}
+	s.AddKnownTypeWithName(gvk, obj)
+	return nil
+}
+
+// resourceInfo decides whether a kind of a group version is a served resource, and how it is named.
+func resourceInfo(entry catalogEntry, kind string, known map[string]reflect.Type) (kindInfo, bool) {
+	info, listed := entry.kinds[kind]
+	if info.skip {
+		return info, false
+	}
+	if _, hasList := known[kind+"List"]; !hasList && !info.virtual {
+		return info, false
+	}
+	if !listed && entry.onlyListed {
+		return info, false
+	}
+	if info.plural == "" {
+		plural, _ := meta.UnsafeGuessKindToResource(schema.GroupVersionKind{Kind: kind})
+		info.plural = plural.Resource
+	}
+	return info, true
+}

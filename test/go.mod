@@ -44,4 +44,5 @@ require (
 	k8s.io/apimachinery v0.33.13 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )

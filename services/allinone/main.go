@@ -1,0 +1,42 @@
+// Command platform is the all-in-one: every Platform service in one process, with embedded
+// storage, so `make run` needs neither Docker nor Redis. On first start it creates the cluster CA,
+// the serving certificate and an admin kubeconfig in --data-dir.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"platform.io/libs/naming"
+	"platform.io/libs/telemetry"
+)
+
+func main() {
+	cfg := defaultConfig()
+	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
+	cfg.registerFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel()}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	shutdownTracing, err := telemetry.Setup(ctx, naming.Product)
+	if err != nil {
+		log.Error("tracing setup failed", "err", err)
+		os.Exit(1)
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+	p, err := start(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "platform:", err)
+		os.Exit(1)
+	}
+	fmt.Fprint(os.Stdout, p.banner())
+	<-ctx.Done()
+	p.stop(context.Background())
+}

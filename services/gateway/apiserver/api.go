@@ -1,0 +1,198 @@
+// Package apiserver is the resource API of the spec over the storage service: request parsing,
+// the verbs, object metadata rules, field validation, content negotiation (JSON, YAML, Table,
+// Protobuf), lists and paging, watches, deletion and finalizers, and discovery.
+package apiserver
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"platform.io/libs/storage"
+	"platform.io/services/gateway/auth"
+	"platform.io/services/gateway/registry"
+)
+
+// Config is what the resource API needs from the process that serves it.
+type Config struct {
+	Registry *registry.Registry
+	Storage  *storage.Client
+	// Authenticators are tried in order; the first that recognizes the request's credentials wins.
+	Authenticators []auth.Authenticator
+	Authorizer     auth.Authorizer
+	Logger         *slog.Logger
+	// MinRequestTimeout bounds watches that name no timeoutSeconds: they end after a random
+	// duration in [MinRequestTimeout, 2*MinRequestTimeout), as upstream's --min-request-timeout.
+	MinRequestTimeout time.Duration
+	// BookmarkInterval is how often watches that allow bookmarks receive one.
+	BookmarkInterval time.Duration
+	// Version is what /version reports.
+	Version version.Info
+	// Now is the clock (tests may fix it).
+	Now func() time.Time
+}
+
+// API serves the resource API.
+type API struct {
+	reg     *registry.Registry
+	codec   *codec
+	store   *storage.Client
+	authn   []auth.Authenticator
+	authz   auth.Authorizer
+	log     *slog.Logger
+	cfg     Config
+	now     func() time.Time
+	nsCache *namespaceCache
+}
+
+// New builds the resource API.
+func New(cfg Config) *API {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Authorizer == nil {
+		cfg.Authorizer = auth.AlwaysAllow{}
+	}
+	if cfg.MinRequestTimeout <= 0 {
+		cfg.MinRequestTimeout = 30 * time.Minute
+	}
+	if cfg.BookmarkInterval <= 0 {
+		cfg.BookmarkInterval = time.Minute
+	}
+	a := &API{
+		reg:   cfg.Registry,
+		codec: newCodec(cfg.Registry),
+		store: cfg.Storage,
+		authn: cfg.Authenticators,
+		authz: cfg.Authorizer,
+		log:   cfg.Logger,
+		cfg:   cfg,
+		now:   cfg.Now,
+	}
+	a.nsCache = newNamespaceCache(a)
+	return a
+}
+
+// Install registers the API's routes: discovery, /version, and every resource URL shape.
+func (a *API) Install(r *mux.Router) {
+	r.Handle("/version", a.nonResource(a.serveVersion)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/api", a.nonResource(a.serveAPIVersions)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/api/", a.nonResource(a.serveAPIVersions)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/apis", a.nonResource(a.serveGroupList)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/apis/", a.nonResource(a.serveGroupList)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/api/v1", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/api/v1/", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
+	r.PathPrefix("/api/v1/").Handler(http.HandlerFunc(a.serveResource))
+	r.Handle("/apis/{group}", a.nonResource(a.serveGroup)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/apis/{group}/", a.nonResource(a.serveGroup)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/apis/{group}/{version}", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/apis/{group}/{version}/", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
+	r.PathPrefix("/apis/{group}/{version}/").Handler(http.HandlerFunc(a.serveResource))
+}
+
+// NotFound answers URLs no route knows with a Status 404, as upstream does.
+func (a *API) NotFound() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+	})
+}
+
+// serveResource handles every request below a group version: it parses the address, runs the
+// access-control seams, then dispatches on the verb.
+func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
+	gv, rest := splitGroupVersion(r.URL.Path)
+	if _, ok := a.reg.GroupVersion(gv); !ok {
+		a.writeError(w, r, notFoundType(gv.WithResource("")))
+		return
+	}
+	info, err := a.parseResourcePath(r, gv, rest)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	r, err = a.admitRequest(r, auth.Attributes{
+		Verb: info.verb, ResourceRequest: true, APIGroup: info.res.Group, APIVersion: info.res.Version,
+		Resource: info.res.Resource, Subresource: info.subresource, Namespace: info.namespace, Name: info.name,
+	})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	fillLabels(r.Context(), info)
+	r = r.WithContext(withRequestInfo(r.Context(), info))
+	switch info.verb {
+	case "get":
+		a.get(w, r, info)
+	case "list":
+		a.list(w, r, info)
+	case "watch":
+		a.watch(w, r, info)
+	case "create":
+		if info.res.Virtual {
+			a.review(w, r, info)
+			return
+		}
+		a.create(w, r, info)
+	case "update":
+		a.update(w, r, info)
+	case "patch":
+		a.writeError(w, r, apierrors.NewMethodNotSupported(info.res.GroupResource(), "patch"))
+	case "delete":
+		a.delete(w, r, info)
+	case "deletecollection":
+		a.deleteCollection(w, r, info)
+	}
+}
+
+// splitGroupVersion splits /api/v1/<rest> and /apis/<group>/<version>/<rest>.
+func splitGroupVersion(path string) (schema.GroupVersion, string) {
+	if rest, ok := cutPrefix(path, "/api/v1/"); ok {
+		return schema.GroupVersion{Version: "v1"}, rest
+	}
+	rest, _ := cutPrefix(path, "/apis/")
+	group, rest, _ := cut(rest, "/")
+	ver, rest, _ := cut(rest, "/")
+	return schema.GroupVersion{Group: group, Version: ver}, rest
+}
+
+// nonResource wraps a handler of a non-resource path with the access-control seams.
+func (a *API) nonResource(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, err := a.admitRequest(r, auth.Attributes{Verb: nonResourceVerb(r.Method), Path: r.URL.Path})
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		h(w, r)
+	})
+}
+
+func nonResourceVerb(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		return "get"
+	case http.MethodPost:
+		return "post"
+	case http.MethodPut:
+		return "put"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		return "delete"
+	}
+	return method
+}
+
+// Authenticated serves h to callers the API's authenticators and authorizer admit (as a
+// non-resource request for the path), such as /metrics.
+func (a *API) Authenticated(h http.Handler) http.Handler {
+	return a.nonResource(h.ServeHTTP)
+}

@@ -1,0 +1,242 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"platform.io/libs/naming"
+	"platform.io/services/gateway/registry"
+)
+
+// MaxRequestBytes bounds a request body (upstream's default --max-request-bytes is 3 MiB);
+// larger bodies get 413.
+const MaxRequestBytes = 3 << 20
+
+// codec encodes and decodes objects of the registry's kinds.
+type codec struct {
+	scheme   *runtime.Scheme
+	protobuf *protobuf.Serializer
+}
+
+func newCodec(reg *registry.Registry) *codec {
+	return &codec{scheme: reg.Scheme, protobuf: protobuf.NewSerializer(reg.Scheme, reg.Scheme)}
+}
+
+// fieldValidation is the level of the fieldValidation query parameter.
+type fieldValidation int
+
+const (
+	validationWarn fieldValidation = iota
+	validationIgnore
+	validationStrict
+)
+
+func parseFieldValidation(r *http.Request) (fieldValidation, error) {
+	switch v := r.URL.Query().Get("fieldValidation"); v {
+	case "", "Warn":
+		return validationWarn, nil
+	case "Ignore":
+		return validationIgnore, nil
+	case "Strict":
+		return validationStrict, nil
+	default:
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("fieldValidation must be one of Ignore, Warn or Strict, not %q", v))
+	}
+}
+
+// readBody reads a request body up to MaxRequestBytes, answering 413 beyond it.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > MaxRequestBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", MaxRequestBytes))
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil {
+		return nil, apierrors.NewBadRequest("reading the request body: " + err.Error())
+	}
+	if len(data) > MaxRequestBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", MaxRequestBytes))
+	}
+	return data, nil
+}
+
+// decodeBody decodes a request body into a new object of res's kind. Unknown and duplicate fields
+// are handled at level v: dropped, returned as warnings, or a 400 listing all of them. Wrong
+// types and malformed documents are a 400 at every level.
+func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValidation) (runtime.Object, []string, error) {
+	data, err := readBody(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil, apierrors.NewBadRequest("the request body is empty")
+	}
+	mediaType := mediaJSON
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil {
+			return nil, nil, unsupportedMediaType(ct, mediaJSON, mediaYAML, mediaProtobuf)
+		}
+		mediaType = mt
+	}
+	into := res.New()
+	var strict []string
+	switch mediaType {
+	case mediaJSON:
+		strict, err = decodeJSON(data, into, false)
+	case mediaYAML, "application/x-yaml", "text/yaml":
+		strict, err = decodeJSON(data, into, true)
+	case mediaProtobuf:
+		err = c.decodeProtobuf(data, into)
+	default:
+		return nil, nil, unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
+	}
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
+	}
+	if err := checkKind(into, res); err != nil {
+		return nil, nil, err
+	}
+	if len(strict) > 0 && v == validationStrict {
+		return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(strict, ", "))
+	}
+	if v == validationIgnore {
+		strict = nil
+	}
+	return into, strict, nil
+}
+
+// decodeJSON decodes a JSON (or YAML) document into a typed object and returns the unknown and
+// duplicate fields it saw.
+func decodeJSON(data []byte, into runtime.Object, isYAML bool) ([]string, error) {
+	var strict []string
+	if isYAML {
+		if _, err := yaml.YAMLToJSONStrict(data); err != nil {
+			// A duplicate key is the only thing the strict conversion rejects that the lax one accepts.
+			strict = append(strict, strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+		}
+		converted, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("the request body is not valid YAML: %w", err)
+		}
+		data = converted
+	}
+	if !json.Valid(data) {
+		var probe any
+		err := json.Unmarshal(data, &probe)
+		return nil, fmt.Errorf("the request body is not valid JSON: %v", err)
+	}
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("the request body must be a JSON object")
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, into)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range strictErrs {
+		strict = append(strict, e.Error())
+	}
+	return strict, nil
+}
+
+// decodeProtobuf decodes the spec's Protobuf envelope into a typed object.
+func (c *codec) decodeProtobuf(data []byte, into runtime.Object) error {
+	if len(data) < 4 || !bytes.Equal(data[:4], naming.ProtobufMagic[:]) {
+		return errors.New("the request body does not start with the Protobuf envelope prefix")
+	}
+	var unk runtime.Unknown
+	if err := unk.Unmarshal(data[4:]); err != nil {
+		return fmt.Errorf("the Protobuf envelope is malformed: %w", err)
+	}
+	if unk.ContentEncoding != "" || (unk.ContentType != "" && unk.ContentType != mediaProtobuf) {
+		return fmt.Errorf("unsupported Protobuf envelope content type %q / encoding %q", unk.ContentType, unk.ContentEncoding)
+	}
+	m, ok := into.(interface{ Unmarshal([]byte) error })
+	if !ok {
+		return errors.New("this kind has no Protobuf encoding")
+	}
+	if err := m.Unmarshal(unk.Raw); err != nil {
+		return fmt.Errorf("the Protobuf object is malformed: %w", err)
+	}
+	into.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(unk.APIVersion, unk.Kind))
+	return nil
+}
+
+// checkKind makes sure the body is the resource's kind; a body without kind and apiVersion takes
+// them from the URL, as upstream's decoder defaults them.
+func checkKind(obj runtime.Object, res *registry.Resource) error {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	want := res.GroupVersionKind()
+	if gvk.Kind != "" && gvk.Kind != want.Kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", gvk.Kind, want.Kind))
+	}
+	if gv := gvk.GroupVersion(); (gv.Group != "" || gv.Version != "") && gv != want.GroupVersion() {
+		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gv.String(), want.GroupVersion().String()))
+	}
+	obj.GetObjectKind().SetGroupVersionKind(want)
+	return nil
+}
+
+// encodeStored serializes an object for storage: the Protobuf envelope of its kind.
+func (c *codec) encodeStored(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, error) {
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	var buf bytes.Buffer
+	if err := c.protobuf.Encode(obj, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeStored reads a stored value into a new object of res's kind.
+func (c *codec) decodeStored(value []byte, res *registry.Resource) (runtime.Object, error) {
+	obj := res.New()
+	if err := c.decodeProtobuf(value, obj); err != nil {
+		return nil, fmt.Errorf("decoding a stored %s: %w", res.Kind, err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+	return obj, nil
+}
+
+// encode writes obj in the JSON, YAML or Protobuf form of out.
+func (c *codec) encode(obj runtime.Object, out output) ([]byte, error) {
+	switch out.format {
+	case formatProtobuf:
+		var buf bytes.Buffer
+		if err := c.protobuf.Encode(obj, &buf); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	case formatYAML:
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		return yaml.JSONToYAML(data)
+	default:
+		if out.pretty {
+			return json.MarshalIndent(obj, "", "  ")
+		}
+		return json.Marshal(obj)
+	}
+}
+
+// jsonOrYAML encodes a value that is not an API object (the /version document).
+func jsonOrYAML(v any, out output) ([]byte, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil || out.format != formatYAML {
+		return data, err
+	}
+	return yaml.JSONToYAML(data)
+}

@@ -1,0 +1,261 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"platform.io/libs/naming"
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/registry"
+)
+
+// namespaceFinalizer is the finalizer the namespace lifecycle controller removes once a
+// terminating namespace is empty (upstream's spec.finalizers entry).
+const namespaceFinalizer corev1.FinalizerName = "kubernetes"
+
+// protectedNamespaces exist from the start and cannot be deleted.
+var protectedNamespaces = map[string]bool{metav1.NamespaceDefault: true, naming.SystemNamespace: true, naming.PublicNamespace: true}
+
+// parseDeleteOptions reads DeleteOptions from the body (JSON or YAML) and the query.
+func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		data := body
+		if !json0(body) {
+			if data, err = yaml.YAMLToJSON(body); err != nil {
+				return nil, apierrors.NewBadRequest("the DeleteOptions body is not valid YAML or JSON: " + err.Error())
+			}
+		}
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(data, opts); err != nil {
+			return nil, apierrors.NewBadRequest("the DeleteOptions body is malformed: " + err.Error())
+		}
+		if k := opts.Kind; k != "" && k != "DeleteOptions" {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the body must be DeleteOptions, not %s", k))
+		}
+	}
+	q := r.URL.Query()
+	if s := q.Get("gracePeriodSeconds"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, apierrors.NewBadRequest("gracePeriodSeconds must be an integer")
+		}
+		opts.GracePeriodSeconds = &n
+	}
+	if s := q.Get("propagationPolicy"); s != "" {
+		p := metav1.DeletionPropagation(s)
+		opts.PropagationPolicy = &p
+	}
+	if p := opts.PropagationPolicy; p != nil {
+		switch *p {
+		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
+		default:
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("propagationPolicy must be Orphan, Background or Foreground, not %q", *p))
+		}
+	}
+	dry, err := parseDryRun(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range opts.DryRun {
+		if v != metav1.DryRunAll {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %q; the only supported value is %q", v, metav1.DryRunAll))
+		}
+	}
+	if dry {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return opts, nil
+}
+
+func json0(b []byte) bool {
+	t := bytes.TrimSpace(b)
+	return len(t) > 0 && t[0] == '{'
+}
+
+// delete serves DELETE on an item.
+func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	out, err := negotiate(r, writeOptions)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	opts, err := parseDeleteOptions(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	obj, deleted, err := a.deleteObject(r.Context(), info.res, info.namespace, info.name, opts)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if !deleted {
+		// Finalizers pending: the object stays, marked with its deletionTimestamp.
+		a.writeObject(w, r, http.StatusOK, info.res, obj, out)
+		return
+	}
+	m := mustMeta(obj)
+	status := &metav1.Status{
+		Status: metav1.StatusSuccess,
+		Details: &metav1.StatusDetails{
+			Name: info.name, Group: info.res.Group, Kind: info.res.Resource, UID: m.GetUID(),
+		},
+	}
+	status.SetGroupVersionKind(schema.GroupVersion{Version: "v1"}.WithKind("Status"))
+	body, err := a.codec.encode(status, out)
+	if err != nil {
+		a.writeError(w, r, apierrors.NewInternalError(err))
+		return
+	}
+	writeBody(w, r, http.StatusOK, out.mediaType, body)
+}
+
+// deleteObject deletes one object per the spec's deletion table: an object with finalizers is
+// only marked (deletionTimestamp), one without is removed. A namespace becomes Terminating and
+// the namespace controller removes it once it is empty. deleted reports whether it is gone.
+func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	isNamespace := res.Group == "" && res.Resource == "namespaces"
+	if isNamespace && protectedNamespaces[name] {
+		return nil, false, apierrors.NewForbidden(res.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
+	}
+	dry := len(opts.DryRun) > 0
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := a.getCurrent(ctx, res, namespace, name)
+		if err != nil {
+			return nil, false, err
+		}
+		m := mustMeta(cur)
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != m.GetUID() {
+				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+					fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+					fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+			}
+		}
+		next := cur.DeepCopyObject()
+		nm := mustMeta(next)
+		switch {
+		case isNamespace:
+			ns := next.(*corev1.Namespace)
+			if ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) > 0 {
+				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+					fmt.Errorf("The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system."))
+			}
+			if ns.DeletionTimestamp == nil {
+				now := metav1.NewTime(a.now().Truncate(time.Second))
+				ns.DeletionTimestamp = &now
+				ns.Status.Phase = corev1.NamespaceTerminating
+				if !hasFinalizer(ns.Spec.Finalizers, namespaceFinalizer) {
+					ns.Spec.Finalizers = append(ns.Spec.Finalizers, namespaceFinalizer)
+				}
+			}
+		case len(m.GetFinalizers()) > 0:
+			if m.GetDeletionTimestamp() != nil {
+				return cur, false, nil
+			}
+			now := metav1.NewTime(a.now().Truncate(time.Second))
+			zero := int64(0)
+			nm.SetDeletionTimestamp(&now)
+			nm.SetDeletionGracePeriodSeconds(&zero)
+		default:
+			if dry {
+				return cur, true, nil
+			}
+			rv, _ := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
+			_, err := a.store.Delete(ctx, &storagev1.DeleteRequest{
+				Type: storageType(res), Namespace: namespace, Name: name,
+				Preconditions: &storagev1.Preconditions{ResourceVersion: rv},
+			})
+			if apierrors.IsConflict(fromStorage(err, res.GroupResource(), name)) {
+				continue
+			}
+			if err != nil {
+				return nil, false, fromStorage(err, res.GroupResource(), name)
+			}
+			return cur, true, nil
+		}
+		obj, err := a.commitUpdate(ctx, res, next, cur, dry)
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if isNamespace {
+			a.nsCache.forget(name)
+		}
+		return obj, false, nil
+	}
+	return nil, false, apierrors.NewConflict(res.GroupResource(), name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+}
+
+func hasFinalizer(list []corev1.FinalizerName, f corev1.FinalizerName) bool {
+	for _, x := range list {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteCollection serves DELETE on a collection: every object the selectors match is deleted
+// as by DELETE on it; the answer is the list of objects deleted or marked.
+func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	out, err := negotiate(r, writeOptions)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	p, err := parseListParams(r, info.res)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	opts, err := parseDeleteOptions(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	p.limit, p.continueToken, p.resourceVersion, p.match = 0, "", "", 0
+	items, lm, err := a.listObjects(r, info, p)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	done := make([]runtime.Object, 0, len(items))
+	for _, item := range items {
+		m := mustMeta(item)
+		if info.res.Resource == "namespaces" && info.res.Group == "" && protectedNamespaces[m.GetName()] {
+			continue
+		}
+		obj, _, err := a.deleteObject(r.Context(), info.res, m.GetNamespace(), m.GetName(), opts)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && info.res.Resource == "namespaces" {
+			continue
+		}
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		done = append(done, obj)
+	}
+	a.writeList(w, r, info.res, done, metav1.ListMeta{ResourceVersion: lm.ResourceVersion}, out)
+}

@@ -1,0 +1,128 @@
+package apiserver
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/mux"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/services/gateway/registry"
+)
+
+// discoveryOptions: discovery documents are JSON or YAML (kubectl asks for aggregated discovery
+// first and falls back to these).
+var discoveryOptions = negotiateOptions{yaml: true}
+
+func (a *API) writeDiscovery(w http.ResponseWriter, r *http.Request, obj runtime.Object) {
+	out, err := negotiate(r, discoveryOptions)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := a.codec.encode(obj, out)
+	if err != nil {
+		a.writeError(w, r, apierrors.NewInternalError(err))
+		return
+	}
+	writeBody(w, r, http.StatusOK, out.mediaType, body)
+}
+
+// serveAPIVersions answers /api: the core group's versions.
+func (a *API) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
+	v := &metav1.APIVersions{
+		Versions:                   []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}},
+	}
+	v.Kind = "APIVersions"
+	a.writeDiscovery(w, r, v)
+}
+
+// apiGroup is the discovery document of one named group.
+func apiGroup(g *registry.Group) metav1.APIGroup {
+	out := metav1.APIGroup{Name: g.Name}
+	for _, v := range g.Versions {
+		out.Versions = append(out.Versions, metav1.GroupVersionForDiscovery{GroupVersion: v.GroupVersion.String(), Version: v.Version})
+	}
+	if len(out.Versions) > 0 {
+		out.PreferredVersion = out.Versions[0]
+	}
+	return out
+}
+
+// serveGroupList answers /apis: every named group.
+func (a *API) serveGroupList(w http.ResponseWriter, r *http.Request) {
+	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	for _, g := range a.reg.Groups() {
+		if g.Name != "" {
+			list.Groups = append(list.Groups, apiGroup(g))
+		}
+	}
+	a.writeDiscovery(w, r, list)
+}
+
+// serveGroup answers /apis/<group>.
+func (a *API) serveGroup(w http.ResponseWriter, r *http.Request) {
+	g, ok := a.reg.Group(mux.Vars(r)["group"])
+	if !ok || g.Name == "" {
+		a.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	doc := apiGroup(g)
+	doc.Kind, doc.APIVersion = "APIGroup", "v1"
+	a.writeDiscovery(w, r, &doc)
+}
+
+// serveResourceList answers /api/v1 and /apis/<group>/<version>: the resources of one group
+// version with their subresources.
+func (a *API) serveResourceList(w http.ResponseWriter, r *http.Request) {
+	gv := schema.GroupVersion{Version: "v1"}
+	if strings.HasPrefix(r.URL.Path, "/apis/") {
+		vars := mux.Vars(r)
+		gv = schema.GroupVersion{Group: vars["group"], Version: vars["version"]}
+	}
+	served, ok := a.reg.GroupVersion(gv)
+	if !ok {
+		a.writeError(w, r, notFoundType(gv.WithResource("")))
+		return
+	}
+	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+	for _, res := range served.Resources {
+		list.APIResources = append(list.APIResources, metav1.APIResource{
+			Name: res.Resource, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
+			Verbs: res.Verbs, ShortNames: res.ShortNames, Categories: res.Categories,
+		})
+		subs := res.Subresources
+		if res.Group == "" && res.Resource == "namespaces" {
+			subs = append(append([]string(nil), subs...), "finalize")
+		}
+		for _, sub := range subs {
+			verbs := metav1.Verbs{"get", "patch", "update"}
+			if sub == "finalize" {
+				verbs = metav1.Verbs{"update"}
+			}
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: res.Resource + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: verbs,
+			})
+		}
+	}
+	a.writeDiscovery(w, r, list)
+}
+
+// serveVersion answers /version.
+func (a *API) serveVersion(w http.ResponseWriter, r *http.Request) {
+	out, err := negotiate(r, discoveryOptions)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := jsonOrYAML(a.cfg.Version, out)
+	if err != nil {
+		a.writeError(w, r, apierrors.NewInternalError(err))
+		return
+	}
+	writeBody(w, r, http.StatusOK, out.mediaType, body)
+}

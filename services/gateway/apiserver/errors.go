@@ -1,0 +1,114 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/libs/storage"
+	storagev1 "platform.io/proto/storage/v1"
+)
+
+// conflictMessage is upstream's wording for a failed compare-and-swap; clients match on the reason.
+const conflictMessage = "the object has been modified; please apply your changes to the latest version and try again"
+
+// fromStorage turns a storage error into the API error a client of upstream would see.
+func fromStorage(err error, gr schema.GroupResource, name string) error {
+	if err == nil {
+		return nil
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return apierrors.NewTimeoutError("the request did not complete in time", 0)
+	}
+	var se *storage.Error
+	if !errors.As(storage.FromError(err), &se) {
+		return apierrors.NewInternalError(err)
+	}
+	switch se.Reason {
+	case storagev1.ErrorReason_NOT_FOUND:
+		return apierrors.NewNotFound(gr, name)
+	case storagev1.ErrorReason_ALREADY_EXISTS:
+		return apierrors.NewAlreadyExists(gr, name)
+	case storagev1.ErrorReason_CONFLICT:
+		return apierrors.NewConflict(gr, name, errors.New(conflictMessage))
+	case storagev1.ErrorReason_EXPIRED:
+		return apierrors.NewResourceExpired(se.Message)
+	case storagev1.ErrorReason_TOO_LARGE_RESOURCE_VERSION:
+		retry := int(se.RetryAfterSeconds)
+		if retry <= 0 {
+			retry = 1
+		}
+		e := apierrors.NewTimeoutError(se.Message, retry)
+		e.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+		return e
+	case storagev1.ErrorReason_INVALID:
+		return apierrors.NewBadRequest(se.Message)
+	case storagev1.ErrorReason_UNAVAILABLE:
+		e := apierrors.NewServiceUnavailable("storage is unavailable: " + se.Message)
+		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		return e
+	default:
+		return apierrors.NewInternalError(se)
+	}
+}
+
+// statusOf returns the Status body of any error; errors that are not API errors are 500s.
+func statusOf(err error) *metav1.Status {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		s := status.Status()
+		return &s
+	}
+	s := apierrors.NewInternalError(err).Status()
+	return &s
+}
+
+// writeError answers with err as a Status object (JSON, as upstream does before or without
+// negotiation), setting Retry-After when the error suggests one.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	s := statusOf(err)
+	s.Kind, s.APIVersion = "Status", "v1"
+	if s.Details != nil && s.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
+	}
+	if s.Code >= 500 {
+		a.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", s.Code, "reason", s.Reason, "message", s.Message)
+	}
+	body, _ := a.codec.encode(s, output{format: formatJSON, pretty: prettyRequested(r)})
+	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(int(s.Code))
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// newStatusError builds an API error for the codes apimachinery has no constructor for.
+func newStatusError(code int, reason metav1.StatusReason, msg string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg}}
+}
+
+// notAcceptable is the 406 for an Accept header the endpoint cannot satisfy.
+func notAcceptable(msg string) error {
+	return newStatusError(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, msg)
+}
+
+// unsupportedMediaType is the 415 for a request body of a type the endpoint does not read.
+func unsupportedMediaType(mediaType string, accepted ...string) error {
+	msg := "the body of the request was in an unknown format - accepted media types include: " + strings.Join(accepted, ", ")
+	if mediaType != "" {
+		msg = fmt.Sprintf("%s is not supported - accepted media types include: %s", mediaType, strings.Join(accepted, ", "))
+	}
+	return newStatusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, msg)
+}

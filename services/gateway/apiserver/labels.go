@@ -1,0 +1,36 @@
+package apiserver
+
+import "context"
+
+// RequestLabels describe a request for metrics: the API verb and the resource it addressed.
+// The metrics middleware puts an empty one in the context; the API fills it while it serves.
+type RequestLabels struct {
+	Verb, Group, Version, Resource, Subresource, Scope string
+}
+
+type labelsKey struct{}
+
+// WithRequestLabels returns a context carrying labels for the API to fill.
+func WithRequestLabels(ctx context.Context, l *RequestLabels) context.Context {
+	return context.WithValue(ctx, labelsKey{}, l)
+}
+
+// fillLabels records what the request addressed, if the context carries labels.
+func fillLabels(ctx context.Context, info *requestInfo) {
+	l, ok := ctx.Value(labelsKey{}).(*RequestLabels)
+	if !ok {
+		return
+	}
+	l.Verb, l.Group, l.Version, l.Resource, l.Subresource = info.verb, info.res.Group, info.res.Version, info.res.Resource, info.subresource
+	switch {
+	case info.name != "":
+		l.Scope = "resource"
+	case info.namespace != "":
+		l.Scope = "namespace"
+	default:
+		l.Scope = "cluster"
+	}
+	if info.verb == "list" && info.namespace == "" && info.res.Namespaced {
+		l.Scope = "cluster"
+	}
+}

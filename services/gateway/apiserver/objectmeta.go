@@ -1,0 +1,206 @@
+package apiserver
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"platform.io/services/gateway/registry"
+)
+
+// maxAnnotationsBytes is upstream's limit on the total size of an object's annotations.
+const maxAnnotationsBytes = 256 * 1024
+
+// generateNameSuffixLength is the length of the random suffix added to generateName.
+const generateNameSuffixLength = 5
+
+// prepareCreate sets the system fields of a new object (uid, creationTimestamp, generation) and
+// clears those a client may not set (deletion fields, status of kinds whose status is a
+// subresource), so none can be forged.
+func (a *API) prepareCreate(res *registry.Resource, obj runtime.Object, m metav1.Object) {
+	m.SetUID(types.UID(uuid.NewString()))
+	m.SetCreationTimestamp(metav1.NewTime(a.now().Truncate(time.Second)))
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	m.SetSelfLink("")
+	m.SetGeneration(0)
+	if hasSpec(obj) {
+		m.SetGeneration(1)
+	}
+	if m.GetName() == "" && m.GetGenerateName() != "" {
+		m.SetName(m.GetGenerateName() + utilrand.String(generateNameSuffixLength))
+	}
+	if res.HasStatus && !keepsStatusOnCreate[res.Kind] {
+		setStatus(obj, reflect.Zero(statusType(obj)))
+	}
+}
+
+// keepsStatusOnCreate names kinds whose creator reports status in the same request (a node
+// registers with its capacity), as upstream allows.
+var keepsStatusOnCreate = map[string]bool{"Node": true, "PersistentVolume": true, "Namespace": true}
+
+// prepareUpdate builds the object to store from the client's object and the current one:
+// system fields come from the current object; the main resource cannot change status, the status
+// subresource can change nothing but status, and generation counts spec changes.
+func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
+	curMeta := mustMeta(cur)
+	switch subresource {
+	case "status":
+		out := cur.DeepCopyObject()
+		setStatus(out, statusValue(newObj))
+		return out, nil
+	case "finalize":
+		out := cur.DeepCopyObject()
+		copyNamespaceFinalizers(out, newObj)
+		return out, nil
+	}
+	m := mustMeta(newObj)
+	m.SetUID(curMeta.GetUID())
+	m.SetCreationTimestamp(curMeta.GetCreationTimestamp())
+	m.SetDeletionTimestamp(curMeta.GetDeletionTimestamp())
+	m.SetDeletionGracePeriodSeconds(curMeta.GetDeletionGracePeriodSeconds())
+	m.SetGeneration(curMeta.GetGeneration())
+	m.SetSelfLink("")
+	if res.HasStatus {
+		setStatus(newObj, statusValue(cur))
+	}
+	if res.Kind == "Namespace" && res.Group == "" {
+		copyNamespaceFinalizers(newObj, cur)
+	}
+	if hasSpec(newObj) && !equality.Semantic.DeepEqual(specValue(newObj).Interface(), specValue(cur).Interface()) {
+		m.SetGeneration(curMeta.GetGeneration() + 1)
+	}
+	if curMeta.GetDeletionTimestamp() != nil {
+		old := map[string]bool{}
+		for _, f := range curMeta.GetFinalizers() {
+			old[f] = true
+		}
+		for _, f := range m.GetFinalizers() {
+			if !old[f] {
+				return nil, apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), m.GetName(), field.ErrorList{
+					field.Forbidden(field.NewPath("metadata", "finalizers"), fmt.Sprintf("no new finalizers can be added if the object is being deleted, found new finalizers %q", f)),
+				})
+			}
+		}
+	}
+	return newObj, nil
+}
+
+// validateObjectMeta checks the metadata rules of the spec: name (or generateName) valid for the
+// kind, labels, annotations and finalizers well-formed. Violations are 422 Invalid, listing each.
+func validateObjectMeta(res *registry.Resource, m metav1.Object) error {
+	var errs field.ErrorList
+	p := field.NewPath("metadata")
+	switch {
+	case m.GetName() == "" && m.GetGenerateName() == "":
+		errs = append(errs, field.Required(p.Child("name"), "name or generateName is required"))
+	case m.GetName() != "":
+		for _, msg := range nameValidator(res)(m.GetName()) {
+			errs = append(errs, field.Invalid(p.Child("name"), m.GetName(), msg))
+		}
+	}
+	if g := m.GetGenerateName(); g != "" {
+		// The prefix plus the random suffix must itself be a valid name.
+		for _, msg := range nameValidator(res)(g + strings.Repeat("a", generateNameSuffixLength)) {
+			errs = append(errs, field.Invalid(p.Child("generateName"), g, msg))
+		}
+	}
+	for k, v := range m.GetLabels() {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Child("labels"), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(p.Child("labels"), v, msg))
+		}
+	}
+	total := 0
+	for k, v := range m.GetAnnotations() {
+		for _, msg := range validation.IsQualifiedName(strings.ToLower(k)) {
+			errs = append(errs, field.Invalid(p.Child("annotations"), k, msg))
+		}
+		total += len(k) + len(v)
+	}
+	if total > maxAnnotationsBytes {
+		errs = append(errs, field.TooLong(p.Child("annotations"), "", maxAnnotationsBytes))
+	}
+	for i, f := range m.GetFinalizers() {
+		if msgs := validation.IsQualifiedName(f); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Child("finalizers").Index(i), f, strings.Join(msgs, "; ")))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	name := m.GetName()
+	if name == "" {
+		name = m.GetGenerateName()
+	}
+	return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), name, errs)
+}
+
+// nameValidator returns the name rule of a kind, as upstream applies them.
+func nameValidator(res *registry.Resource) func(string) []string {
+	switch {
+	case res.Group == "" && res.Kind == "Namespace":
+		return validation.IsDNS1123Label
+	case res.Group == "" && res.Kind == "Service":
+		return validation.IsDNS1035Label
+	case strings.HasPrefix(res.Group, "rbac.authorization.") || strings.HasPrefix(res.Group, "flowcontrol.apiserver."):
+		return isPathSegmentName
+	default:
+		return validation.IsDNS1123Subdomain
+	}
+}
+
+// isPathSegmentName is the rule for names that only have to be usable as one URL path segment.
+func isPathSegmentName(name string) []string {
+	var msgs []string
+	if name == "." || name == ".." {
+		msgs = append(msgs, fmt.Sprintf("may not be '%s'", name))
+	}
+	if strings.ContainsAny(name, "/%") {
+		msgs = append(msgs, "may not contain '/' or '%'")
+	}
+	return msgs
+}
+
+func mustMeta(obj runtime.Object) metav1.Object {
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		return a.GetObjectMeta()
+	}
+	panic(fmt.Sprintf("%T has no object metadata", obj))
+}
+
+// The helpers below reach Spec and Status of any built-in kind by reflection: every kind with a
+// status subresource keeps it in a struct field named Status.
+
+func structOf(obj runtime.Object) reflect.Value { return reflect.ValueOf(obj).Elem() }
+
+func hasSpec(obj runtime.Object) bool {
+	f := structOf(obj).FieldByName("Spec")
+	return f.IsValid() && f.Kind() == reflect.Struct
+}
+
+func specValue(obj runtime.Object) reflect.Value { return structOf(obj).FieldByName("Spec") }
+
+func statusValue(obj runtime.Object) reflect.Value { return structOf(obj).FieldByName("Status") }
+
+func statusType(obj runtime.Object) reflect.Type { return statusValue(obj).Type() }
+
+func setStatus(obj runtime.Object, v reflect.Value) {
+	f := structOf(obj).FieldByName("Status")
+	if f.IsValid() && f.CanSet() {
+		f.Set(v)
+	}
+}

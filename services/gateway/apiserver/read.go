@@ -1,0 +1,144 @@
+package apiserver
+
+import (
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/registry"
+)
+
+// readOptions are the negotiation options for reads of res.
+func readOptions(res *registry.Resource) negotiateOptions {
+	return negotiateOptions{protobuf: true, table: true, yaml: true}
+}
+
+// get serves GET on an item (and on its status subresource, which reads the whole object).
+func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	out, err := negotiate(r, readOptions(info.res))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	resp, err := a.store.Get(r.Context(), &storagev1.GetRequest{
+		Type: storageType(info.res), Namespace: info.namespace, Name: info.name, ResourceVersion: q.Get("resourceVersion"),
+	})
+	if err != nil {
+		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), info.name))
+		return
+	}
+	obj, err := a.fromStored(info.res, resp.Object)
+	if err != nil {
+		a.writeError(w, r, apierrors.NewInternalError(err))
+		return
+	}
+	a.writeObject(w, r, http.StatusOK, info.res, obj, out)
+}
+
+// listParams are the query parameters of list, watch and deletecollection.
+type listParams struct {
+	labelSelector, fieldSelector string
+	resourceVersion              string
+	match                        storagev1.ResourceVersionMatch
+	limit                        int64
+	continueToken                string
+}
+
+// parseListParams reads and checks the list parameters; selectors that do not parse or name
+// fields the kind cannot select by are 400s.
+func parseListParams(r *http.Request, res *registry.Resource) (listParams, error) {
+	q := r.URL.Query()
+	p := listParams{
+		labelSelector:   q.Get("labelSelector"),
+		fieldSelector:   q.Get("fieldSelector"),
+		resourceVersion: q.Get("resourceVersion"),
+		continueToken:   q.Get("continue"),
+	}
+	if p.labelSelector != "" {
+		if _, err := labels.Parse(p.labelSelector); err != nil {
+			return p, apierrors.NewBadRequest("unable to parse requirement: " + err.Error())
+		}
+	}
+	if p.fieldSelector != "" {
+		sel, err := fields.ParseSelector(p.fieldSelector)
+		if err != nil {
+			return p, apierrors.NewBadRequest(err.Error())
+		}
+		for _, req := range sel.Requirements() {
+			if !res.FieldSelectable(req.Field) {
+				return p, apierrors.NewBadRequest("field label not supported: " + req.Field)
+			}
+		}
+	}
+	switch m := q.Get("resourceVersionMatch"); m {
+	case "":
+	case string(metav1.ResourceVersionMatchExact):
+		p.match = storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_EXACT
+	case string(metav1.ResourceVersionMatchNotOlderThan):
+		p.match = storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_NOT_OLDER_THAN
+	default:
+		return p, apierrors.NewBadRequest("resourceVersionMatch must be Exact or NotOlderThan, not " + strconv.Quote(m))
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return p, apierrors.NewBadRequest("limit must be a non-negative integer, not " + strconv.Quote(s))
+		}
+		p.limit = n
+	}
+	return p, nil
+}
+
+// list serves GET on a collection: one namespace's, or across all namespaces.
+func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	out, err := negotiate(r, readOptions(info.res))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	p, err := parseListParams(r, info.res)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	items, lm, err := a.listObjects(r, info, p)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeList(w, r, info.res, items, lm, out)
+}
+
+// listObjects reads one page (or all) of a collection from storage.
+func (a *API) listObjects(r *http.Request, info *requestInfo, p listParams) ([]runtime.Object, metav1.ListMeta, error) {
+	resp, err := a.store.List(r.Context(), &storagev1.ListRequest{
+		Type: storageType(info.res), Namespace: info.namespace,
+		LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
+		Limit: p.limit, Continue: p.continueToken,
+		ResourceVersion: p.resourceVersion, ResourceVersionMatch: p.match,
+	})
+	if err != nil {
+		return nil, metav1.ListMeta{}, fromStorage(err, info.res.GroupResource(), "")
+	}
+	items := make([]runtime.Object, 0, len(resp.Items))
+	for _, o := range resp.Items {
+		obj, err := a.fromStored(info.res, o)
+		if err != nil {
+			return nil, metav1.ListMeta{}, apierrors.NewInternalError(err)
+		}
+		items = append(items, obj)
+	}
+	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10), Continue: resp.Continue}
+	if resp.RemainingItemCount != nil && p.labelSelector == "" && p.fieldSelector == "" {
+		n := *resp.RemainingItemCount
+		lm.RemainingItemCount = &n
+	}
+	return items, lm, nil
+}

@@ -1,0 +1,242 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	storagev1 "platform.io/proto/storage/v1"
+)
+
+// watchParams are the watch-only query parameters.
+type watchParams struct {
+	bookmarks bool
+	timeout   time.Duration
+	// sendInitialEvents is nil when the parameter is absent.
+	sendInitialEvents *bool
+}
+
+func (a *API) parseWatchParams(r *http.Request) (watchParams, error) {
+	q := r.URL.Query()
+	var p watchParams
+	if v := q.Get("allowWatchBookmarks"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return p, apierrors.NewBadRequest("allowWatchBookmarks must be true or false")
+		}
+		p.bookmarks = b
+	}
+	if v := q.Get("timeoutSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return p, apierrors.NewBadRequest("timeoutSeconds must be a non-negative integer")
+		}
+		p.timeout = time.Duration(n) * time.Second
+	}
+	if p.timeout == 0 {
+		min := a.cfg.MinRequestTimeout
+		p.timeout = min + time.Duration(rand.Int64N(int64(min)))
+	}
+	if v := q.Get("sendInitialEvents"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return p, apierrors.NewBadRequest("sendInitialEvents must be true or false")
+		}
+		p.sendInitialEvents = &b
+	}
+	match := q.Get("resourceVersionMatch")
+	switch {
+	case p.sendInitialEvents != nil && match != string(metav1.ResourceVersionMatchNotOlderThan):
+		return p, apierrors.NewBadRequest("sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan")
+	case p.sendInitialEvents == nil && match != "":
+		return p, apierrors.NewBadRequest("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+	case p.sendInitialEvents != nil && *p.sendInitialEvents && !p.bookmarks:
+		return p, apierrors.NewBadRequest("sendInitialEvents requires setting allowWatchBookmarks to true")
+	}
+	return p, nil
+}
+
+// watch serves GET ?watch=true: a chunked stream of JSON watch events (or Table events), one
+// per line, until the timeout, the client leaving, or an error (sent as an ERROR event).
+func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	out, err := negotiate(r, negotiateOptions{table: true})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	lp, err := parseListParams(r, info.res)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	wp, err := a.parseWatchParams(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wp.timeout)
+	defer cancel()
+	req := &storagev1.WatchRequest{
+		Type: storageType(info.res), Namespace: info.namespace,
+		LabelSelector: lp.labelSelector, FieldSelector: lp.fieldSelector,
+		ResourceVersion: lp.resourceVersion, AllowBookmarks: wp.bookmarks,
+	}
+	if wp.bookmarks {
+		req.BookmarkIntervalMs = a.cfg.BookmarkInterval.Milliseconds()
+	}
+	if info.name != "" {
+		req.FieldSelector = joinSelectors(req.FieldSelector, "metadata.name="+info.name)
+	}
+	if s := wp.sendInitialEvents; s != nil {
+		req.SendInitialEvents = *s
+		if !*s && (req.ResourceVersion == "" || req.ResourceVersion == "0") {
+			// No initial state wanted: start at the current revision.
+			rev, err := a.store.Revision(ctx, &storagev1.RevisionRequest{Type: req.Type})
+			if err != nil {
+				a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
+				return
+			}
+			req.ResourceVersion = strconv.FormatInt(rev.Current, 10)
+		}
+	}
+	stream, err := a.store.Watch(ctx, req)
+	if err != nil {
+		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", out.mediaType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	enc := &watchEncoder{a: a, info: info, out: out, r: r}
+	var buf bytes.Buffer
+	for {
+		events, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return
+			}
+			buf.Reset()
+			enc.writeError(&buf, fromStorage(err, info.res.GroupResource(), ""))
+			_, _ = w.Write(buf.Bytes())
+			return
+		}
+		buf.Reset()
+		for _, ev := range events {
+			if err := enc.write(&buf, ev); err != nil {
+				enc.writeError(&buf, apierrors.NewInternalError(err))
+				_, _ = w.Write(buf.Bytes())
+				return
+			}
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}
+
+// joinSelectors ANDs two field selectors.
+func joinSelectors(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
+}
+
+// watchEncoder renders storage events as watch events in the negotiated representation.
+type watchEncoder struct {
+	a           *API
+	info        *requestInfo
+	out         output
+	r           *http.Request
+	wroteHeader bool
+}
+
+var eventTypes = map[storagev1.EventType]string{
+	storagev1.EventType_ADDED:    "ADDED",
+	storagev1.EventType_MODIFIED: "MODIFIED",
+	storagev1.EventType_DELETED:  "DELETED",
+	storagev1.EventType_BOOKMARK: "BOOKMARK",
+}
+
+// write appends one event line to buf.
+func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
+	res := e.info.res
+	var obj runtime.Object
+	rv := strconv.FormatInt(ev.ResourceVersion, 10)
+	if ev.Type == storagev1.EventType_BOOKMARK {
+		// A bookmark's object carries only the resourceVersion (and the end-of-initial-events mark).
+		obj = res.New()
+		m := mustMeta(obj)
+		m.SetResourceVersion(rv)
+		if ev.InitialEventsEnd {
+			m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		}
+		obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+	} else {
+		var err error
+		obj, err = e.a.codec.decodeStored(ev.Object.Value, res)
+		if err != nil {
+			return err
+		}
+		if ev.ResourceVersion == 0 {
+			rv = strconv.FormatInt(ev.Object.ResourceVersion, 10)
+		}
+		mustMeta(obj).SetResourceVersion(rv)
+	}
+	if e.out.format == formatTable {
+		var table *metav1.Table
+		var err error
+		if ev.Type == storagev1.EventType_BOOKMARK {
+			table = &metav1.Table{}
+			table.SetGroupVersionKind(e.out.tableGV.WithKind("Table"))
+			table.ResourceVersion = rv
+		} else if table, err = e.a.table(res, []runtime.Object{obj}, e.out, e.r); err != nil {
+			return err
+		}
+		if e.wroteHeader {
+			// Column definitions go with the first event only, as upstream sends them.
+			table.ColumnDefinitions = nil
+		}
+		e.wroteHeader = e.wroteHeader || ev.Type != storagev1.EventType_BOOKMARK
+		obj = table
+	}
+	return writeEvent(buf, eventTypes[ev.Type], obj)
+}
+
+// writeError appends an ERROR event carrying err's Status.
+func (e *watchEncoder) writeError(buf *bytes.Buffer, err error) {
+	s := statusOf(err)
+	s.Kind, s.APIVersion = "Status", "v1"
+	_ = writeEvent(buf, "ERROR", s)
+}
+
+func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
+	buf.WriteString(`{"type":"`)
+	buf.WriteString(typ)
+	buf.WriteString(`","object":`)
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	buf.Write(data)
+	buf.WriteString("}\n")
+	return nil
+}

@@ -1,0 +1,285 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"platform.io/libs/storage"
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/registry"
+)
+
+// maxUpdateAttempts bounds the compare-and-swap retries of a write that named no resourceVersion.
+const maxUpdateAttempts = 16
+
+// writeOptions are the negotiation options for responses to writes.
+var writeOptions = negotiateOptions{protobuf: true, yaml: true}
+
+// parseDryRun reads dryRun: absent or empty means a real request, All means every stage but
+// persistence, anything else is 400.
+func parseDryRun(r *http.Request) (bool, error) {
+	values := r.URL.Query()["dryRun"]
+	dry := false
+	for _, v := range values {
+		switch v {
+		case "":
+		case metav1.DryRunAll:
+			dry = true
+		default:
+			return false, apierrors.NewBadRequest(fmt.Sprintf("Invalid dry run value: %q; the only supported value is %q", v, metav1.DryRunAll))
+		}
+	}
+	return dry, nil
+}
+
+// addWarnings sets one Warning header per message (RFC 7234 code 299, as upstream).
+func addWarnings(w http.ResponseWriter, msgs []string) {
+	for _, m := range msgs {
+		w.Header().Add("Warning", "299 - "+strconv.Quote(m))
+	}
+}
+
+// writeRequest is what create and update read from a request before touching storage.
+type writeRequest struct {
+	out      output
+	dryRun   bool
+	obj      runtime.Object
+	meta     metav1.Object
+	warnings []string
+}
+
+// readWrite negotiates the response and decodes and checks the body of a create or update.
+func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, error) {
+	out, err := negotiate(r, writeOptions)
+	if err != nil {
+		return nil, err
+	}
+	dry, err := parseDryRun(r)
+	if err != nil {
+		return nil, err
+	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		return nil, err
+	}
+	obj, warnings, err := a.codec.decodeBody(r, info.res, fv)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRequired(info.res, obj); err != nil {
+		return nil, err
+	}
+	m := mustMeta(obj)
+	if info.res.Namespaced {
+		switch ns := m.GetNamespace(); {
+		case ns == "":
+			m.SetNamespace(info.namespace)
+		case info.namespace == "":
+			return nil, apierrors.NewBadRequest("a namespaced object cannot be written outside a namespace; use the namespaces/<namespace>/ URL")
+		case ns != info.namespace:
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		m.SetNamespace("")
+	}
+	return &writeRequest{out: out, dryRun: dry, obj: obj, meta: m, warnings: warnings}, nil
+}
+
+// create serves POST on a collection.
+func (a *API) create(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	if info.subresource != "" {
+		a.writeError(w, r, apierrors.NewMethodNotSupported(info.res.GroupResource(), "create on a subresource"))
+		return
+	}
+	wr, err := a.readWrite(r, info)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if wr.meta.GetResourceVersion() != "" {
+		a.writeError(w, r, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created"))
+		return
+	}
+	obj, err := a.createObject(r.Context(), info.res, wr)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	addWarnings(w, wr.warnings)
+	a.writeObject(w, r, http.StatusCreated, info.res, obj, wr.out)
+}
+
+// createObject runs the create stages (system fields, validation, namespace lifecycle,
+// persistence) for an object already decoded and placed in its namespace.
+func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writeRequest) (runtime.Object, error) {
+	generated := wr.meta.GetName() == "" && wr.meta.GetGenerateName() != ""
+	if err := validateObjectMeta(res, wr.meta); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		a.prepareCreate(res, wr.obj, wr.meta)
+		if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
+			return nil, err
+		}
+		if wr.dryRun {
+			return wr.obj, nil
+		}
+		stored, err := a.toStored(res, wr.obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		resp, err := a.store.Create(ctx, &storagev1.CreateRequest{Type: storageType(res), Object: stored})
+		if storage.IsAlreadyExists(err) && generated && attempt < 3 {
+			wr.meta.SetName("")
+			continue
+		}
+		if err != nil {
+			return nil, fromStorage(err, res.GroupResource(), wr.meta.GetName())
+		}
+		wr.meta.SetResourceVersion(strconv.FormatInt(resp.Object.ResourceVersion, 10))
+		return wr.obj, nil
+	}
+}
+
+// update serves PUT on an item or its status (or a namespace's finalize) subresource. PUT of an
+// object that does not exist creates it, as the spec's verb table says.
+func (a *API) update(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	wr, err := a.readWrite(r, info)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if wr.meta.GetName() != info.name {
+		a.writeError(w, r, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", wr.meta.GetName(), info.name)))
+		return
+	}
+	obj, created, err := a.updateObject(r.Context(), info, wr)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	addWarnings(w, wr.warnings)
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	a.writeObject(w, r, code, info.res, obj, wr.out)
+}
+
+// updateObject replaces an object with compare-and-swap. A resourceVersion in the body is a
+// precondition (409 when stale); without one the write retries against the newest version.
+func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequest) (runtime.Object, bool, error) {
+	res := info.res
+	wantRV := wr.meta.GetResourceVersion()
+	wantUID := wr.meta.GetUID()
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
+		if apierrors.IsNotFound(err) {
+			if info.subresource != "" || wantRV != "" {
+				return nil, false, err
+			}
+			wr.meta.SetUID("")
+			obj, err := a.createObject(ctx, res, wr)
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return obj, err == nil, err
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		curMeta := mustMeta(cur)
+		if wantRV != "" && wantRV != curMeta.GetResourceVersion() {
+			return nil, false, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
+		}
+		if wantUID != "" && wantUID != curMeta.GetUID() {
+			return nil, false, apierrors.NewConflict(res.GroupResource(), info.name,
+				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", wantUID, curMeta.GetUID()))
+		}
+		candidate := wr.obj
+		if attempt > 0 {
+			candidate = wr.obj.DeepCopyObject()
+		}
+		next, err := prepareUpdate(res, info.subresource, candidate, cur)
+		if err != nil {
+			return nil, false, err
+		}
+		nextMeta := mustMeta(next)
+		if err := validateObjectMeta(res, nextMeta); err != nil {
+			return nil, false, err
+		}
+		obj, err := a.commitUpdate(ctx, res, next, cur, wr.dryRun)
+		if apierrors.IsConflict(err) && wantRV == "" {
+			continue
+		}
+		return obj, false, err
+	}
+	return nil, false, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+}
+
+// commitUpdate stores next in place of cur (compare-and-swap on cur's resourceVersion). An
+// unchanged object is not written; an object being deleted whose last finalizer is gone is
+// removed.
+func (a *API) commitUpdate(ctx context.Context, res *registry.Resource, next, cur runtime.Object, dryRun bool) (runtime.Object, error) {
+	nextMeta, curMeta := mustMeta(next), mustMeta(cur)
+	curRV, _ := strconv.ParseInt(curMeta.GetResourceVersion(), 10, 64)
+	pre := &storagev1.Preconditions{ResourceVersion: curRV}
+	if nextMeta.GetDeletionTimestamp() != nil && !hasPendingFinalizers(next) {
+		nextMeta.SetResourceVersion(curMeta.GetResourceVersion())
+		if dryRun {
+			return next, nil
+		}
+		_, err := a.store.Delete(ctx, &storagev1.DeleteRequest{Type: storageType(res), Namespace: nextMeta.GetNamespace(), Name: nextMeta.GetName(), Preconditions: pre})
+		if err != nil {
+			return nil, fromStorage(err, res.GroupResource(), nextMeta.GetName())
+		}
+		return next, nil
+	}
+	stored, err := a.toStored(res, next)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	curStored, err := a.toStored(res, cur)
+	if err == nil && bytes.Equal(stored.Value, curStored.Value) {
+		// Nothing changed: no write, no event, the same resourceVersion, as upstream.
+		return cur, nil
+	}
+	if dryRun {
+		nextMeta.SetResourceVersion(curMeta.GetResourceVersion())
+		return next, nil
+	}
+	resp, err := a.store.Update(ctx, &storagev1.UpdateRequest{Type: storageType(res), Object: stored, Preconditions: pre})
+	if err != nil {
+		return nil, fromStorage(err, res.GroupResource(), nextMeta.GetName())
+	}
+	nextMeta.SetResourceVersion(strconv.FormatInt(resp.Object.ResourceVersion, 10))
+	return next, nil
+}
+
+// requiredError is the 400 for missing required fields: the spec lists them with wrong types as
+// decoding errors, not as 422 validation failures.
+func requiredError(res *registry.Resource, name string, errs field.ErrorList) error {
+	se := apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), name, errs)
+	se.ErrStatus.Code = http.StatusBadRequest
+	se.ErrStatus.Reason = metav1.StatusReasonBadRequest
+	return se
+}
+
+// hasPendingFinalizers tells whether anything still holds an object being deleted: its
+// metadata.finalizers, and for a namespace also its spec.finalizers.
+func hasPendingFinalizers(obj runtime.Object) bool {
+	if len(mustMeta(obj).GetFinalizers()) > 0 {
+		return true
+	}
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) > 0
+}

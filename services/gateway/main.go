@@ -1,0 +1,42 @@
+// Command gateway runs the HTTPS front door of Platform: the resource API over the storage
+// service. See docs/operations.md for its flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"platform.io/libs/naming"
+	"platform.io/libs/telemetry"
+	"platform.io/services/gateway/server"
+)
+
+func main() {
+	var cfg server.Config
+	fs := pflag.NewFlagSet("gateway", pflag.ExitOnError)
+	cfg.RegisterFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "gateway")
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway: invalid configuration:\n"+err.Error())
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	shutdownTracing, err := telemetry.Setup(ctx, naming.Product+"-gateway")
+	if err != nil {
+		log.Error("tracing setup failed", "err", err)
+		os.Exit(1)
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+	if err := server.Run(ctx, cfg, log); err != nil {
+		log.Error("gateway failed", "err", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,127 @@
+// Package server runs the gateway: the HTTPS listener, the handler chain around the resource
+// API, health endpoints, metrics, the connection to the storage service, and graceful shutdown.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"platform.io/services/gateway/registry"
+)
+
+// Config is the gateway's configuration; flag names follow kube-apiserver's.
+type Config struct {
+	// BindAddress and SecurePort are where HTTPS is served.
+	BindAddress string
+	SecurePort  int
+	// TLSCertFile and TLSPrivateKeyFile are the serving certificate.
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// ClientCAFile verifies client certificates; their CN is the user and O the groups.
+	ClientCAFile string
+
+	// StorageAddress is the storage service: host:port or unix:///path.
+	StorageAddress string
+	// StorageCAFile, StorageCertFile and StorageKeyFile secure the storage connection with
+	// mutual TLS (required for TCP addresses that are not loopback).
+	StorageCAFile   string
+	StorageCertFile string
+	StorageKeyFile  string
+
+	// RuntimeConfig enables and disables group versions and resources.
+	RuntimeConfig string
+	// LivezGracePeriod: until this long after start, /livez treats unfinished startup hooks as live.
+	LivezGracePeriod time.Duration
+	// ShutdownDelayDuration: on SIGTERM, keep serving this long while /readyz fails, so load
+	// balancers stop sending traffic before the listener closes.
+	ShutdownDelayDuration time.Duration
+	// ShutdownTimeout bounds the graceful part of shutdown after the delay.
+	ShutdownTimeout time.Duration
+	// MinRequestTimeout bounds watches that name no timeoutSeconds.
+	MinRequestTimeout time.Duration
+	// WatchBookmarkInterval is how often watches that allow bookmarks get one.
+	WatchBookmarkInterval time.Duration
+	// EnableControllers runs the namespace lifecycle controller in this process.
+	EnableControllers bool
+}
+
+// RegisterFlags registers the configuration's flags with their defaults.
+func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.BindAddress, "bind-address", "127.0.0.1", "the IP address to serve HTTPS on")
+	fs.IntVar(&c.SecurePort, "secure-port", 6443, "the port to serve HTTPS on")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "the serving certificate (PEM)")
+	fs.StringVar(&c.TLSPrivateKeyFile, "tls-private-key-file", "", "the serving certificate's private key (PEM)")
+	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates (CN = user, O = groups)")
+	fs.StringVar(&c.StorageAddress, "storage-address", "127.0.0.1:7001", "the storage service: host:port or unix:///path")
+	fs.StringVar(&c.StorageCAFile, "storage-ca-file", "", "CA that verifies the storage service's certificate")
+	fs.StringVar(&c.StorageCertFile, "storage-cert-file", "", "client certificate for mutual TLS to the storage service")
+	fs.StringVar(&c.StorageKeyFile, "storage-key-file", "", "private key of --storage-cert-file")
+	fs.StringVar(&c.RuntimeConfig, "runtime-config", "", "comma-separated <group>/<version>[/<resource>][=true|false]; api/all=false turns everything off")
+	fs.DurationVar(&c.LivezGracePeriod, "livez-grace-period", 0, "how long after start /livez treats unfinished startup hooks as live")
+	fs.DurationVar(&c.ShutdownDelayDuration, "shutdown-delay-duration", 0, "on SIGTERM, keep serving this long with /readyz failing before shutting down")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the graceful part of shutdown")
+	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watches without timeoutSeconds end after a random time between this and twice this")
+	fs.DurationVar(&c.WatchBookmarkInterval, "watch-bookmark-interval", time.Minute, "how often watches that allow bookmarks get one")
+	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the namespace lifecycle controller in this process")
+}
+
+// DefaultConfig returns the configuration the flags default to.
+func DefaultConfig() Config {
+	var c Config
+	c.RegisterFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
+	return c
+}
+
+// Validate reports every configuration error, each naming the flag that fixes it.
+func (c *Config) Validate() error {
+	var errs []error
+	if net.ParseIP(c.BindAddress) == nil {
+		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", c.BindAddress))
+	}
+	if c.SecurePort < 0 || c.SecurePort > 65535 {
+		errs = append(errs, fmt.Errorf("--secure-port %d is out of range", c.SecurePort))
+	}
+	if c.TLSCertFile == "" || c.TLSPrivateKeyFile == "" {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file are required"))
+	}
+	if c.ClientCAFile == "" {
+		errs = append(errs, errors.New("--client-ca-file is required: client certificates are how callers authenticate"))
+	}
+	if c.StorageAddress == "" {
+		errs = append(errs, errors.New("--storage-address is required"))
+	} else if !strings.HasPrefix(c.StorageAddress, "unix://") && c.StorageCertFile == "" && !isLoopback(c.StorageAddress) {
+		errs = append(errs, fmt.Errorf("--storage-address %s is not loopback: set --storage-ca-file, --storage-cert-file and --storage-key-file for mutual TLS", c.StorageAddress))
+	}
+	if (c.StorageCertFile == "") != (c.StorageKeyFile == "") || (c.StorageCertFile != "" && c.StorageCAFile == "") {
+		errs = append(errs, errors.New("--storage-cert-file, --storage-key-file and --storage-ca-file go together"))
+	}
+	if _, err := registry.ParseRuntimeConfig(c.RuntimeConfig); err != nil {
+		errs = append(errs, err)
+	}
+	for flag, d := range map[string]time.Duration{"--livez-grace-period": c.LivezGracePeriod, "--shutdown-delay-duration": c.ShutdownDelayDuration} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", flag))
+		}
+	}
+	if c.MinRequestTimeout <= 0 {
+		errs = append(errs, errors.New("--min-request-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,342 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"platform.io/libs/naming"
+	"platform.io/libs/storage"
+	"platform.io/services/gateway/apiserver"
+	"platform.io/services/gateway/auth"
+	"platform.io/services/gateway/health"
+	"platform.io/services/gateway/registry"
+)
+
+// Version is what /version reports: the upstream API level the gateway serves.
+var Version = version.Info{Major: "1", Minor: "33", GitVersion: "v1.33.0+" + naming.Product, Platform: "linux/amd64"}
+
+// Options are what an embedding process (the all-in-one) hands the gateway instead of flags.
+type Options struct {
+	// StorageConn, when set, is used instead of dialing --storage-address.
+	StorageConn grpc.ClientConnInterface
+	// Ready, when set, is called once the gateway serves.
+	Ready func(addr net.Addr)
+}
+
+// Server is a running gateway.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	lis      net.Listener
+	http     *http.Server
+	health   *health.Health
+	conn     *grpc.ClientConn
+	cancel   context.CancelFunc
+	served   chan error
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+// Start validates the configuration, connects to storage, and serves HTTPS in the background.
+func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rc, _ := registry.ParseRuntimeConfig(cfg.RuntimeConfig)
+	reg, err := registry.New(rc)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := servingTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, served: make(chan error, 1), stopped: make(chan struct{})}
+	storageConn := opts.StorageConn
+	if storageConn == nil {
+		s.conn, err = dialStorage(cfg)
+		if err != nil {
+			return nil, err
+		}
+		storageConn = s.conn
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.health = health.New(health.Options{LivezGracePeriod: cfg.LivezGracePeriod, Start: time.Now(), Logger: log})
+	s.health.AddHealthz(health.Ping(), health.Log(), storageCheck(storageConn))
+	s.health.AddLivez(health.Ping(), health.Log(), storageCheck(storageConn))
+	s.health.AddReadyz(health.Ping(), health.Log(), storageCheck(storageConn))
+
+	api := apiserver.New(apiserver.Config{
+		Registry:          reg,
+		Storage:           storage.NewClient(storageConn),
+		Authenticators:    []auth.Authenticator{auth.X509{}},
+		Authorizer:        auth.AlwaysAllow{},
+		Logger:            log,
+		MinRequestTimeout: cfg.MinRequestTimeout,
+		BookmarkInterval:  cfg.WatchBookmarkInterval,
+		Version:           Version,
+	})
+	router := mux.NewRouter()
+	router.UseEncodedPath()
+	s.health.Install(router)
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reqs := newRequestMetrics(metrics)
+	router.Handle("/metrics", requireUser(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}), api))
+	api.Install(router)
+	router.NotFoundHandler = api.NotFound()
+	router.MethodNotAllowedHandler = api.NotFound()
+
+	handler := withRequestID(reqs.wrap(router), log)
+	handler = otelhttp.NewHandler(handler, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return r.Method + " " + spanPath(r.URL.Path)
+	}))
+	handler = withPanicRecovery(handler, log)
+
+	s.lis, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort)))
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("--bind-address/--secure-port: %w", err)
+	}
+	s.http = &http.Server{
+		Handler:           handler,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return runCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		err := s.http.ServeTLS(s.lis, "", "")
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.served <- err
+	}()
+
+	bootstrap := s.health.AddPostStartHook("bootstrap-namespaces")
+	go func() {
+		for runCtx.Err() == nil {
+			if err := api.EnsureNamespaces(runCtx); err != nil {
+				log.Warn("creating the initial namespaces", "error", err)
+				select {
+				case <-runCtx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			bootstrap()
+			return
+		}
+	}()
+	if cfg.EnableControllers {
+		controllers := s.health.AddPostStartHook("start-namespace-controller")
+		go api.RunNamespaceController(runCtx)
+		controllers()
+	}
+	log.Info("gateway serving", "address", s.lis.Addr().String())
+	if opts.Ready != nil {
+		opts.Ready(s.lis.Addr())
+	}
+	return s, nil
+}
+
+// Addr is the address the gateway serves on.
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Done delivers the listener's end (nil after a clean shutdown).
+func (s *Server) Done() <-chan error { return s.served }
+
+// Stop shuts down as upstream does: /readyz fails at once, requests are served for
+// --shutdown-delay-duration, then the listener closes, open watches end (clients resume
+// elsewhere), and in-flight requests finish within --shutdown-timeout.
+func (s *Server) Stop(ctx context.Context) {
+	s.stopOnce.Do(func() {
+		s.health.ShutdownInitiated()
+		if d := s.cfg.ShutdownDelayDuration; d > 0 {
+			s.log.Info("shutdown delayed", "delay", d.String())
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+		defer cancel()
+		// Watches are long-running: end them so Shutdown does not wait out their timeouts.
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			s.cancel()
+		}()
+		if err := s.http.Shutdown(sctx); err != nil {
+			s.log.Warn("graceful shutdown incomplete", "error", err)
+			_ = s.http.Close()
+		}
+		s.cancel()
+		if s.conn != nil {
+			_ = s.conn.Close()
+		}
+		close(s.stopped)
+	})
+	<-s.stopped
+}
+
+// Run serves until ctx ends, then shuts down gracefully.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	s, err := Start(ctx, cfg, Options{}, log)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		s.Stop(context.Background())
+		return nil
+	case err := <-s.Done():
+		s.Stop(context.Background())
+		return err
+	}
+}
+
+// servingTLS is the HTTPS configuration: HTTP/2 and HTTP/1.1, client certificates verified
+// against --client-ca-file when offered (a request without one is answered 401 by the API).
+func servingTLS(cfg Config) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
+	}
+	pool, err := loadPool(cfg.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--client-ca-file: %w", err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// dialStorage connects to the storage service (mutual TLS when configured).
+func dialStorage(cfg Config) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if cfg.StorageCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.StorageCertFile, cfg.StorageKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--storage-cert-file/--storage-key-file: %w", err)
+		}
+		pool, err := loadPool(cfg.StorageCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--storage-ca-file: %w", err)
+		}
+		creds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	target := cfg.StorageAddress
+	if path, ok := strings.CutPrefix(target, "unix://"); ok {
+		target = "unix:" + path
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds), storage.CallOptions(),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+	if err != nil {
+		return nil, fmt.Errorf("--storage-address: %w", err)
+	}
+	return conn, nil
+}
+
+// storageCheck is the health check of the storage connection (the storage service's own gRPC
+// health, which follows its backend's reachability).
+func storageCheck(conn grpc.ClientConnInterface) health.Check {
+	client := healthpb.NewHealthClient(conn)
+	return health.Check{Name: "storage", Run: func(r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return err
+		}
+		if resp.Status != healthpb.HealthCheckResponse_SERVING {
+			return fmt.Errorf("storage reports %s", resp.Status)
+		}
+		return nil
+	}}
+}
+
+// withRequestID gives every request an Audit-Id (echoed to the client, as upstream) and a logger
+// line when it fails on the server side.
+func withRequestID(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Audit-Id")
+		if id == "" {
+			id = uuid.NewString()
+		}
+		w.Header().Set("Audit-Id", id)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withPanicRecovery turns a handler panic into a 500 (and a log line) instead of a dropped
+// connection; http.ErrAbortHandler keeps its meaning.
+func withPanicRecovery(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
+				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"internal error","reason":"InternalError","code":500}`, http.StatusInternalServerError)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireUser serves h only to authenticated callers.
+func requireUser(h http.Handler, api *apiserver.API) http.Handler {
+	return api.Authenticated(h)
+}
+
+// spanPath keeps span names low-cardinality: the group version and resource, not names.
+func spanPath(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	if len(parts) > 5 {
+		parts = parts[:5]
+	}
+	return "/" + strings.Join(parts, "/")
+}

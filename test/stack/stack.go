@@ -1,0 +1,372 @@
+// Package stack builds and starts Platform as real processes for end-to-end tests and the load
+// tool: the split stack (redis-server, the storage service over mutual TLS, the gateway) or the
+// all-in-one binary. Everything listens on loopback ports chosen at start.
+package stack
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"platform.io/libs/pki"
+	"platform.io/libs/redistest"
+)
+
+// Mode selects what to start.
+type Mode string
+
+// Modes.
+const (
+	// Split runs redis-server, the storage service (Redis backend) and the gateway as separate
+	// processes talking gRPC over mutual TLS.
+	Split Mode = "split"
+	// AllInOne runs the all-in-one binary (embedded storage).
+	AllInOne Mode = "allinone"
+)
+
+// Options adjust the stack.
+type Options struct {
+	Mode Mode
+	// Dir holds binaries' data, certificates and logs (a temporary directory when empty).
+	Dir string
+	// StorageArgs and GatewayArgs are extra flags (split mode; GatewayArgs also for the all-in-one).
+	StorageArgs, GatewayArgs []string
+	// Stderr receives the services' logs (default: files in Dir).
+	Stderr *os.File
+}
+
+// Stack is a running Platform.
+type Stack struct {
+	// URL is the gateway's https URL; Kubeconfig an admin kubeconfig for it.
+	URL, Kubeconfig string
+	// CA signs client certificates; CAPEM verifies the gateway.
+	CA    *pki.CA
+	CAPEM []byte
+	Dir   string
+
+	opts    Options
+	bins    string
+	redis   *redistest.Server
+	mu      sync.Mutex
+	procs   map[string]*process
+	args    map[string][]string
+	logs    []*os.File
+	gwPort  int
+	stPort  int
+	stopped bool
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// RepoRoot finds the repository root (the directory holding go.work) from this source file.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build compiles the storage, gateway and all-in-one binaries once per process.
+func Build() (string, error) {
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "platform-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), "./services/storage", "./services/gateway", "./services/allinone")
+		cmd.Dir = RepoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("building the binaries: %v\n%s", err, out)
+		}
+	})
+	return buildDir, buildErr
+}
+
+// Start builds the binaries (once) and starts the stack; Stop ends it.
+func Start(opts Options) (*Stack, error) {
+	if opts.Mode == "" {
+		opts.Mode = Split
+	}
+	bins, err := Build()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		if opts.Dir, err = os.MkdirTemp("", "platform-stack-"); err != nil {
+			return nil, err
+		}
+	}
+	s := &Stack{Dir: opts.Dir, opts: opts, bins: bins, procs: map[string]*process{}, args: map[string][]string{}}
+	if err := s.start(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start() error {
+	// The all-in-one keeps its CA in <data-dir>/pki and reuses one it finds there: share it.
+	pkiDir := filepath.Join(s.Dir, "pki")
+	if s.opts.Mode == AllInOne {
+		pkiDir = filepath.Join(s.Dir, "allinone", "pki")
+	}
+	ca, _, err := pki.EnsureCA(pkiDir, "platform-test-ca")
+	if err != nil {
+		return err
+	}
+	s.CA, s.CAPEM = ca, ca.CertPEM
+	s.gwPort, err = freePort()
+	if err != nil {
+		return err
+	}
+	s.URL = "https://127.0.0.1:" + strconv.Itoa(s.gwPort)
+	switch s.opts.Mode {
+	case AllInOne:
+		s.args["allinone"] = append([]string{"--data-dir", filepath.Join(s.Dir, "allinone"), "--secure-port", strconv.Itoa(s.gwPort)}, s.opts.GatewayArgs...)
+		if err := s.run("allinone"); err != nil {
+			return err
+		}
+	case Split:
+		if err := s.startSplit(ca, pkiDir); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown mode %q", s.opts.Mode)
+	}
+	s.Kubeconfig = filepath.Join(s.Dir, "admin.kubeconfig")
+	cert, key, err := ca.IssueClient("admin", []string{"system:masters"}, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteKubeconfig(s.Kubeconfig, pki.Kubeconfig{ClusterName: "platform", UserName: "admin", Server: s.URL, CAPEM: ca.CertPEM, CertPEM: cert, KeyPEM: key, Namespace: "default"}); err != nil {
+		return err
+	}
+	return s.WaitReady(60 * time.Second)
+}
+
+func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
+	redisDir := filepath.Join(s.Dir, "redis")
+	if err := os.MkdirAll(redisDir, 0o700); err != nil {
+		return err
+	}
+	redis, err := redistest.StartProcess(redisDir, redistest.Options{})
+	if err != nil {
+		return err
+	}
+	s.redis = redis
+	peer := func(name string) (string, string, error) {
+		c, k, err := ca.IssuePeer(name, []string{"127.0.0.1", "localhost"}, 24*time.Hour)
+		if err != nil {
+			return "", "", err
+		}
+		cf, kf := filepath.Join(pkiDir, name+".crt"), filepath.Join(pkiDir, name+".key")
+		return cf, kf, pki.WritePair(cf, kf, c, k)
+	}
+	stCert, stKey, err := peer("storage")
+	if err != nil {
+		return err
+	}
+	gwStCert, gwStKey, err := peer("gateway-storage-client")
+	if err != nil {
+		return err
+	}
+	servCert, servKey, err := ca.IssueServing("gateway", []string{"127.0.0.1", "localhost"}, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	gwCert, gwKey := filepath.Join(pkiDir, "gateway.crt"), filepath.Join(pkiDir, "gateway.key")
+	if err := pki.WritePair(gwCert, gwKey, servCert, servKey); err != nil {
+		return err
+	}
+	caFile := filepath.Join(pkiDir, "ca.crt")
+	if s.stPort, err = freePort(); err != nil {
+		return err
+	}
+	stAddr := "127.0.0.1:" + strconv.Itoa(s.stPort)
+	s.args["storage"] = append([]string{"--backend", "redis", "--redis-url", redis.URL(), "--listen", stAddr,
+		"--tls-cert-file", stCert, "--tls-private-key-file", stKey, "--client-ca-file", caFile}, s.opts.StorageArgs...)
+	s.args["gateway"] = append([]string{"--secure-port", strconv.Itoa(s.gwPort), "--tls-cert-file", gwCert, "--tls-private-key-file", gwKey,
+		"--client-ca-file", caFile, "--storage-address", stAddr, "--storage-ca-file", caFile,
+		"--storage-cert-file", gwStCert, "--storage-key-file", gwStKey}, s.opts.GatewayArgs...)
+	if err := s.run("storage"); err != nil {
+		return err
+	}
+	return s.run("gateway")
+}
+
+// run starts one service process with its recorded arguments.
+func (s *Stack) run(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := exec.Command(filepath.Join(s.bins, name), s.args[name]...)
+	if s.opts.Stderr != nil {
+		cmd.Stderr = s.opts.Stderr
+	} else {
+		f, err := os.OpenFile(filepath.Join(s.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		s.logs = append(s.logs, f)
+		cmd.Stderr = f
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	s.procs[name] = p
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return nil
+}
+
+// process is a started service and a channel closed when it has exited.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Restart stops one service (SIGTERM, or SIGKILL when kill is set) and starts it again with the
+// same flags: "gateway", "storage" or "allinone". The same ports are reused.
+func (s *Stack) Restart(name string, kill bool) error {
+	if err := s.StopService(name, kill); err != nil {
+		return err
+	}
+	return s.StartService(name)
+}
+
+// StopService stops one service and waits for it to exit.
+func (s *Stack) StopService(name string, kill bool) error {
+	s.mu.Lock()
+	p := s.procs[name]
+	delete(s.procs, name)
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s: %w", name, ErrNotRunning)
+	}
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	return nil
+}
+
+// StartService starts a service stopped with StopService.
+func (s *Stack) StartService(name string) error {
+	return s.run(name)
+}
+
+// WaitReady waits until the gateway's /readyz answers 200.
+func (s *Stack) WaitReady(timeout time.Duration) error {
+	client, err := s.HTTPClient("admin", "system:masters")
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+		if err == nil && resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateway at %s did not become ready in %v (logs in %s)", s.URL, timeout, s.Dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ClientCert issues PEM client credentials for user in groups.
+func (s *Stack) ClientCert(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	return s.CA.IssueClient(user, groups, 24*time.Hour)
+}
+
+// TLSConfig is a client TLS configuration for user, trusting the cluster CA.
+func (s *Stack) TLSConfig(user string, groups ...string) (*tls.Config, error) {
+	c, k, err := s.ClientCert(user, groups...)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CAPEM)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// HTTPClient is an HTTP client (HTTP/2 when the server offers it) authenticated as user.
+func (s *Stack) HTTPClient(user string, groups ...string) (*http.Client, error) {
+	tc, err := s.TLSConfig(user, groups...)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 64}}, nil
+}
+
+// Stop ends every process (gateway first) and removes nothing (logs stay in Dir).
+func (s *Stack) Stop() {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	s.mu.Unlock()
+	for _, name := range []string{"gateway", "allinone", "storage"} {
+		_ = s.StopService(name, false)
+	}
+	if s.redis != nil {
+		_ = s.redis.Stop(false)
+	}
+	for _, f := range s.logs {
+		_ = f.Close()
+	}
+}
+
+// Logs returns what a service wrote to its log file so far.
+func (s *Stack) Logs(name string) string {
+	data, err := os.ReadFile(filepath.Join(s.Dir, name+".log"))
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ErrNotRunning is returned for a service that is not running.
+var ErrNotRunning = errors.New("not running")

@@ -4,29 +4,38 @@ GO ?= go
 # Every package of every module in go.work (a new module joins by being added there).
 PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...')
 BIN := $(CURDIR)/bin
-DATA_DIR ?= $(CURDIR)/.data
+DATA_DIR ?= $(CURDIR)/.platform
 # Pinned code generators: `make proto` must produce the committed files byte for byte.
 BUF_VERSION := v1.73.0
 PROTOC_GEN_GO_VERSION := v1.36.11
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
 
-.PHONY: run test bench proto lint build tools
+.PHONY: run test bench load proto lint build tools
 
-## run: the whole system on this machine, embedded storage, no Redis or Docker needed.
+## run: the whole system on this machine (the all-in-one: every service in one process, embedded
+## storage, no Redis or Docker needed) on https://127.0.0.1:6443; it prints how to use kubectl.
 run:
-	$(GO) run ./services/storage --backend=embedded --data-dir=$(DATA_DIR)/storage --listen=127.0.0.1:7001 --metrics-bind-address=127.0.0.1:7091
+	$(GO) build -o $(BIN)/platform ./services/allinone
+	$(BIN)/platform --data-dir=$(DATA_DIR) $(ARGS)
 
 ## test: every test of every module (race detector on), against real redis-servers the tests start.
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout=15m $(PKGS)
 
-## bench: the storage benchmarks (gRPC API, Redis and embedded backends).
+## bench: the Go benchmarks (storage gRPC API and backends, gateway hot paths).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchtime=$${BENCHTIME:-5s} -count=$${COUNT:-1} ./services/storage/...
+	$(GO) test -run='^$$' -bench=. -benchtime=$${BENCHTIME:-5s} -count=$${COUNT:-1} ./services/storage/... ./services/gateway/...
 
+## load: the API load tool against a split stack and the all-in-one (see docs/benchmarks.md).
+load:
+	$(GO) run ./test/load/apiload --start=split --scenario=create,get,list --clients=1,16 --duration=10s
+	$(GO) run ./test/load/apiload --start=allinone --scenario=create,get,list --clients=1,16 --duration=10s
+
+## build: every binary into ./bin (storage, gateway, and the all-in-one as platform).
 build:
-	$(GO) build -o $(BIN)/ ./services/storage
+	$(GO) build -o $(BIN)/ ./services/storage ./services/gateway
+	$(GO) build -o $(BIN)/platform ./services/allinone
 
 tools:
 	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

@@ -100,7 +100,9 @@ func (c *Config) Validate() error {
 	if (c.StorageCertFile == "") != (c.StorageKeyFile == "") || (c.StorageCertFile != "" && c.StorageCAFile == "") {
 		errs = append(errs, errors.New("--storage-cert-file, --storage-key-file and --storage-ca-file go together"))
 	}
-	if _, err := registry.ParseRuntimeConfig(c.RuntimeConfig); err != nil {
+	if rc, err := registry.ParseRuntimeConfig(c.RuntimeConfig); err != nil {
+		errs = append(errs, err)
+	} else if _, err := registry.New(rc); err != nil {
 		errs = append(errs, err)
 	}
 	for flag, d := range map[string]time.Duration{"--livez-grace-period": c.LivezGracePeriod, "--shutdown-delay-duration": c.ShutdownDelayDuration} {

@@ -4,6 +4,7 @@
 package apiserver
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -35,6 +36,11 @@ type Config struct {
 	Version version.Info
 	// Now is the clock (tests may fix it).
 	Now func() time.Time
+	// Context bounds the API's background work (shared watches, controllers); it ends at shutdown.
+	Context context.Context
+	// DisableWatchHub makes every watch open its own storage watch instead of sharing one per
+	// type (upstream's --watch-cache=false).
+	DisableWatchHub bool
 }
 
 // API serves the resource API.
@@ -48,6 +54,8 @@ type API struct {
 	cfg     Config
 	now     func() time.Time
 	nsCache *namespaceCache
+	hubs    hubs
+	runCtx  context.Context
 }
 
 // New builds the resource API.
@@ -67,15 +75,19 @@ func New(cfg Config) *API {
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = time.Minute
 	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
 	a := &API{
-		reg:   cfg.Registry,
-		codec: newCodec(cfg.Registry),
-		store: cfg.Storage,
-		authn: cfg.Authenticators,
-		authz: cfg.Authorizer,
-		log:   cfg.Logger,
-		cfg:   cfg,
-		now:   cfg.Now,
+		runCtx: cfg.Context,
+		reg:    cfg.Registry,
+		codec:  newCodec(cfg.Registry),
+		store:  cfg.Storage,
+		authn:  cfg.Authenticators,
+		authz:  cfg.Authorizer,
+		log:    cfg.Logger,
+		cfg:    cfg,
+		now:    cfg.Now,
 	}
 	a.nsCache = newNamespaceCache(a)
 	return a

@@ -109,6 +109,12 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 			req.ResourceVersion = strconv.FormatInt(rev.Current, 10)
 		}
 	}
+	if h, from, ok := a.hubEligible(info, req, out); ok {
+		if sub, ok := h.subscribe(ctx, from, info.namespace, wp.bookmarks); ok {
+			a.serveFromHub(ctx, w, info, h, sub)
+			return
+		}
+	}
 	stream, err := a.store.Watch(ctx, req)
 	if err != nil {
 		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
@@ -239,4 +245,18 @@ func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
 	buf.Write(data)
 	buf.WriteString("}\n")
 	return nil
+}
+
+// hubEligible tells whether a watch can be served by its type's shared hub: it starts at an
+// exact resourceVersion (no initial state), selects by namespace at most, and wants plain JSON.
+func (a *API) hubEligible(info *requestInfo, req *storagev1.WatchRequest, out output) (*watchHub, int64, bool) {
+	if a.cfg.DisableWatchHub || out.format != formatJSON || out.pretty || req.SendInitialEvents ||
+		req.LabelSelector != "" || req.FieldSelector != "" {
+		return nil, 0, false
+	}
+	from, err := strconv.ParseInt(req.ResourceVersion, 10, 64)
+	if err != nil || from <= 0 {
+		return nil, 0, false
+	}
+	return a.hubFor(info.res), from, true
 }

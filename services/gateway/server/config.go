@@ -46,6 +46,8 @@ type Config struct {
 	MinRequestTimeout time.Duration
 	// WatchBookmarkInterval is how often watches that allow bookmarks get one.
 	WatchBookmarkInterval time.Duration
+	// WatchCache shares one storage watch per resource type among the gateway's watchers.
+	WatchCache bool
 	// EnableControllers runs the namespace lifecycle controller in this process.
 	EnableControllers bool
 }
@@ -67,6 +69,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the graceful part of shutdown")
 	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watches without timeoutSeconds end after a random time between this and twice this")
 	fs.DurationVar(&c.WatchBookmarkInterval, "watch-bookmark-interval", time.Minute, "how often watches that allow bookmarks get one")
+	fs.BoolVar(&c.WatchCache, "watch-cache", true, "share one storage watch per resource type among watches that start at a known resourceVersion (decode and encode each event once)")
 	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the namespace lifecycle controller in this process")
 }
 

@@ -100,6 +100,8 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		MinRequestTimeout: cfg.MinRequestTimeout,
 		BookmarkInterval:  cfg.WatchBookmarkInterval,
 		Version:           Version,
+		Context:           runCtx,
+		DisableWatchHub:   !cfg.WatchCache,
 	})
 	router := mux.NewRouter()
 	router.UseEncodedPath()

@@ -13,6 +13,10 @@ const (
 	GroupSuffix = "platform.io"
 	// ProtobufMediaType is the binary media type of the resource API.
 	ProtobufMediaType = "application/vnd.platform.protobuf"
+	// UpstreamProtobufMediaType is upstream's name for the same binary encoding. kubectl's and
+	// client-go's typed clients send and request it for built-in kinds, so the gateway reads and
+	// answers it as an alias of ProtobufMediaType (answering in whichever the client named).
+	UpstreamProtobufMediaType = "application/vnd.kubernetes.protobuf"
 	// SystemNamespace holds the control plane's own objects.
 	SystemNamespace = "platform-system"
 	// PublicNamespace is readable by everyone, authenticated or not.

@@ -98,7 +98,7 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 		strict, err = decodeJSON(data, into, false)
 	case mediaYAML, "application/x-yaml", "text/yaml":
 		strict, err = decodeJSON(data, into, true)
-	case mediaProtobuf:
+	case mediaProtobuf, mediaUpstreamProtobuf:
 		err = c.decodeProtobuf(data, into)
 	default:
 		return nil, nil, unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
@@ -160,7 +160,7 @@ func (c *codec) decodeProtobuf(data []byte, into runtime.Object) error {
 	if err := unk.Unmarshal(data[4:]); err != nil {
 		return fmt.Errorf("the Protobuf envelope is malformed: %w", err)
 	}
-	if unk.ContentEncoding != "" || (unk.ContentType != "" && unk.ContentType != mediaProtobuf) {
+	if unk.ContentEncoding != "" || (unk.ContentType != "" && unk.ContentType != mediaProtobuf && unk.ContentType != mediaUpstreamProtobuf) {
 		return fmt.Errorf("unsupported Protobuf envelope content type %q / encoding %q", unk.ContentType, unk.ContentEncoding)
 	}
 	m, ok := into.(interface{ Unmarshal([]byte) error })

@@ -18,6 +18,8 @@ const (
 	mediaJSON     = "application/json"
 	mediaYAML     = "application/yaml"
 	mediaProtobuf = naming.ProtobufMediaType
+	// mediaUpstreamProtobuf is upstream's name for the Protobuf encoding (kubectl's typed clients use it).
+	mediaUpstreamProtobuf = naming.UpstreamProtobufMediaType
 )
 
 // format is the shape of a response body.
@@ -114,9 +116,9 @@ func negotiate(r *http.Request, opts negotiateOptions) (output, error) {
 			if opts.yaml {
 				return output{format: formatYAML, mediaType: mediaYAML}, nil
 			}
-		case mediaProtobuf:
+		case mediaProtobuf, mediaUpstreamProtobuf:
 			if opts.protobuf {
-				return output{format: formatProtobuf, mediaType: mediaProtobuf}, nil
+				return output{format: formatProtobuf, mediaType: c.mediaType}, nil
 			}
 		}
 	}

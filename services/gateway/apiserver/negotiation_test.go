@@ -125,3 +125,22 @@ func TestDefaultTable(t *testing.T) {
 		t.Errorf("cells %v", cells)
 	}
 }
+
+// kubectl's typed clients (kubectl create configmap, create namespace) send and request
+// upstream's Protobuf media type; it is read and answered as an alias, in the type the client named.
+func TestUpstreamProtobufAlias(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const upstream = "application/vnd.kubernetes.protobuf"
+	body := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "k"}, Data: map[string]string{"a": "1"}}
+	raw, _ := body.Marshal()
+	env, _ := (&runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, Raw: raw}).Marshal()
+	r := do(t, e, "POST", cms, append(append([]byte{}, protobufPrefix...), env...), "Content-Type", upstream, "Accept", upstream+", application/json")
+	if r.code != http.StatusCreated || r.header.Get("Content-Type") != upstream || !bytes.HasPrefix(r.body, protobufPrefix) {
+		t.Fatalf("create over upstream protobuf: %d %q", r.code, r.header.Get("Content-Type"))
+	}
+	var unk runtime.Unknown
+	var cm corev1.ConfigMap
+	if err := unk.Unmarshal(r.body[4:]); err != nil || cm.Unmarshal(unk.Raw) != nil || cm.Data["a"] != "1" || cm.UID == "" {
+		t.Fatalf("answer: %v %+v", err, cm.ObjectMeta)
+	}
+}

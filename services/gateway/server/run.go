@@ -33,6 +33,7 @@ import (
 	"platform.io/services/gateway/apiserver"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/health"
+	"platform.io/services/gateway/openapi"
 	"platform.io/services/gateway/registry"
 )
 
@@ -110,6 +111,12 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reqs := newRequestMetrics(metrics)
 	router.Handle("/metrics", requireUser(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}), api))
+	oa, err := openapi.New(reg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	oa.Install(router, api.Authenticated)
 	api.Install(router)
 	router.NotFoundHandler = api.NotFound()
 	router.MethodNotAllowedHandler = api.NotFound()

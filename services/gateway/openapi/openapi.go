@@ -1,0 +1,229 @@
+// Package openapi serves OpenAPI v3 documents of the resource API, as upstream's /openapi/v3:
+// a discovery root naming one document per group version, and the documents themselves, with
+// paths and operations derived from the registry and component schemas derived from the Go types
+// by reflection. kubectl reads them to learn that the server validates fields (the fieldValidation
+// parameter of each kind's PATCH operation) and to explain resources.
+package openapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/services/gateway/registry"
+)
+
+// Prefix is the URL path of the discovery root; group version documents are below it.
+const Prefix = "/openapi/v3"
+
+// document is one encoded document with its hash (hex SHA-256 of the bytes, upper case).
+type document struct {
+	data []byte
+	hash string
+}
+
+func newDocument(v any) (*document, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &document{data: data, hash: fmt.Sprintf("%X", sha256.Sum256(data))}, nil
+}
+
+// Handler serves /openapi/v3 and the group version documents below it. Everything is built by
+// New; serving is a lookup and a write.
+type Handler struct {
+	root *document
+	// docs are keyed by the path below /openapi/v3/: "api/v1", "apis/apps/v1".
+	docs map[string]*document
+}
+
+// discoveryRoot is the body of /openapi/v3 (upstream's handler3.OpenAPIV3Discovery).
+type discoveryRoot struct {
+	Paths map[string]discoveryEntry `json:"paths"`
+}
+
+type discoveryEntry struct {
+	ServerRelativeURL string `json:"serverRelativeURL"`
+}
+
+// New builds the OpenAPI v3 document of every group version the registry serves.
+func New(reg *registry.Registry) (*Handler, error) {
+	b := newSchemaBuilder(reg.Scheme)
+	known := reg.Scheme.AllKnownTypes()
+	var metaNames []string
+	for _, t := range metaRoots {
+		name, err := b.ref(t)
+		if err != nil {
+			return nil, err
+		}
+		metaNames = append(metaNames, name)
+	}
+	type plan struct {
+		key   string
+		gv    schema.GroupVersion
+		paths *pathsBuilder
+		roots []string
+	}
+	var plans []plan
+	for _, g := range reg.Groups() {
+		for _, gv := range g.Versions {
+			pb := newPathsBuilder(gv)
+			pb.addDiscovery()
+			roots := append([]string(nil), metaNames...)
+			for _, res := range gv.Resources {
+				kind, err := b.ref(reflect.TypeOf(res.New()))
+				if err != nil {
+					return nil, err
+				}
+				roots = append(roots, kind)
+				list := ""
+				if t, ok := known[gv.WithKind(res.ListKind)]; ok {
+					if list, err = b.ref(t); err != nil {
+						return nil, err
+					}
+					roots = append(roots, list)
+				}
+				pb.addResource(res, kind, list)
+			}
+			plans = append(plans, plan{key: strings.TrimPrefix(pb.prefix, "/"), gv: gv.GroupVersion, paths: pb, roots: roots})
+		}
+	}
+	if err := b.encode(); err != nil {
+		return nil, err
+	}
+	h := &Handler{docs: map[string]*document{}}
+	root := discoveryRoot{Paths: map[string]discoveryEntry{}}
+	for _, p := range plans {
+		doc, err := newDocument(obj{
+			"openapi": "3.0.0",
+			"info":    obj{"title": "Platform", "version": p.gv.String()},
+			"paths":   p.paths.paths,
+			"components": obj{
+				"schemas": b.closure(p.roots),
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("openapi: encoding %s: %w", p.gv, err)
+		}
+		h.docs[p.key] = doc
+		root.Paths[p.key] = discoveryEntry{ServerRelativeURL: Prefix + "/" + p.key + "?hash=" + doc.hash}
+	}
+	var err error
+	if h.root, err = newDocument(root); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Install registers GET and HEAD of /openapi/v3 and of the documents below it on r, each
+// handler wrapped by wrap (the caller's authentication and authorization) when it is not nil.
+func (h *Handler) Install(r *mux.Router, wrap func(http.Handler) http.Handler) {
+	if wrap == nil {
+		wrap = func(h http.Handler) http.Handler { return h }
+	}
+	r.Handle(Prefix, wrap(http.HandlerFunc(h.serveRoot))).Methods(http.MethodGet, http.MethodHead)
+	r.Handle(Prefix+"/{path:.+}", wrap(http.HandlerFunc(h.serveGroupVersion))).Methods(http.MethodGet, http.MethodHead)
+}
+
+// Size returns the total size in bytes of the encoded documents, the root included.
+func (h *Handler) Size() int {
+	n := len(h.root.data)
+	for _, d := range h.docs {
+		n += len(d.data)
+	}
+	return n
+}
+
+func (h *Handler) serveRoot(w http.ResponseWriter, r *http.Request) {
+	if !acceptsJSON(r) {
+		writeStatus(w, notAcceptable)
+		return
+	}
+	serve(w, r, h.root)
+}
+
+func (h *Handler) serveGroupVersion(w http.ResponseWriter, r *http.Request) {
+	key := mux.Vars(r)["path"]
+	if key == "" {
+		key = strings.TrimPrefix(r.URL.Path, Prefix+"/")
+	}
+	if unescaped, err := url.PathUnescape(key); err == nil {
+		key = unescaped
+	}
+	doc, ok := h.docs[key]
+	if !ok {
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, "").Status())
+		return
+	}
+	if !acceptsJSON(r) {
+		writeStatus(w, notAcceptable)
+		return
+	}
+	if hash := r.URL.Query().Get("hash"); hash != "" {
+		if hash != doc.hash {
+			// A stale link: send the client to the current document, as upstream does.
+			u := *r.URL
+			u.RawQuery = url.Values{"hash": {doc.hash}}.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+			return
+		}
+		// The hash names these exact bytes, so caches may keep them for good.
+		w.Header().Set("Vary", "Accept")
+		w.Header().Set("Cache-Control", "public, immutable")
+		w.Header().Set("Expires", time.Now().AddDate(1, 0, 0).UTC().Format(http.TimeFormat))
+	}
+	serve(w, r, doc)
+}
+
+// serve writes a document with its ETag; ServeContent answers HEAD and If-None-Match.
+func serve(w http.ResponseWriter, r *http.Request, doc *document) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", `"`+doc.hash+`"`)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(doc.data))
+}
+
+// acceptsJSON tells whether the request's Accept header admits application/json (no header does).
+func acceptsJSON(r *http.Request) bool {
+	accept := r.Header.Values("Accept")
+	if len(accept) == 0 {
+		return true
+	}
+	for _, v := range accept {
+		for _, rng := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(rng, ";")
+			switch strings.ToLower(strings.TrimSpace(mt)) {
+			case "application/json", "application/*", "*/*", "":
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// notAcceptable answers requests that do not accept JSON, the only encoding served.
+var notAcceptable = metav1.Status{
+	Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+	Message: "only application/json is served",
+}
+
+// writeStatus answers with a Status object, as the rest of the API does for errors.
+func writeStatus(w http.ResponseWriter, s metav1.Status) {
+	s.Kind, s.APIVersion = "Status", "v1"
+	data, _ := json.Marshal(s)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(int(s.Code))
+	_, _ = w.Write(data)
+}

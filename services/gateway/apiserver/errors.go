@@ -83,7 +83,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(s.Details.RetryAfterSeconds)))
 	}
 	if s.Code >= 500 {
-		a.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", s.Code, "reason", s.Reason, "message", s.Message)
+		a.log.ErrorContext(r.Context(), "request failed", append(requestAttrs(r.Context()), "method", r.Method, "path", r.URL.Path, "code", s.Code, "reason", s.Reason, "message", s.Message)...)
 	}
 	body, _ := a.codec.encode(s, output{format: formatJSON, pretty: prettyRequested(r)})
 	w.Header().Set("Content-Type", mediaJSON)

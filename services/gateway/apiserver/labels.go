@@ -1,6 +1,10 @@
 package apiserver
 
-import "context"
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+)
 
 // RequestLabels describe a request for metrics: the API verb and the resource it addressed.
 // The metrics middleware puts an empty one in the context; the API fills it while it serves.
@@ -33,4 +37,24 @@ func fillLabels(ctx context.Context, info *requestInfo) {
 	if info.verb == "list" && info.namespace == "" && info.res.Namespaced {
 		l.Scope = "cluster"
 	}
+}
+
+type auditIDKey struct{}
+
+// WithAuditID returns a context carrying the request's Audit-Id, which the API's log lines for
+// the request include (with the trace id).
+func WithAuditID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, auditIDKey{}, id)
+}
+
+// requestAttrs are the attributes every log line about a request carries.
+func requestAttrs(ctx context.Context) []any {
+	var attrs []any
+	if id, ok := ctx.Value(auditIDKey{}).(string); ok {
+		attrs = append(attrs, "audit_id", id)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		attrs = append(attrs, "trace_id", sc.TraceID().String())
+	}
+	return attrs
 }

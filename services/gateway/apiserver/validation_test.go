@@ -124,3 +124,19 @@ func TestBadInput(t *testing.T) {
 	}
 	must(t, do(t, e, "GET", "/api/v1/namespaces", nil), http.StatusOK)
 }
+
+// Spec "Event resource, group events.platform.io/v1": type Normal or Warning; action, reason,
+// reportingController, reportingInstance required on create; deprecated fields not allowed.
+func TestEventsV1Rules(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const events = "/apis/events.platform.io/v1/namespaces/default/events"
+	good := `{"metadata":{"name":"e1"},"eventTime":"2026-01-01T00:00:00.000000Z","type":"Normal","action":"Started","reason":"Started","reportingController":"platform.io/test","reportingInstance":"test-1","regarding":{"kind":"Pod","name":"p"}}`
+	must(t, do(t, e, "POST", events, good), http.StatusCreated)
+	msg := do(t, e, "POST", events, `{"metadata":{"name":"e2"},"eventTime":"2026-01-01T00:00:00.000000Z","type":"Info","deprecatedCount":3}`).status(t, http.StatusUnprocessableEntity, "Invalid")
+	for _, want := range []string{"type", "action", "reason", "reportingController", "reportingInstance", "deprecatedCount"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not name %s", msg, want)
+		}
+	}
+	do(t, e, "GET", events+"/e2", nil).status(t, http.StatusNotFound, "NotFound")
+}

@@ -125,6 +125,9 @@ func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writ
 	if err := validateObjectMeta(res, wr.meta); err != nil {
 		return nil, err
 	}
+	if err := validateKind(res, wr.obj, nil); err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		a.prepareCreate(res, wr.obj, wr.meta)
 		if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
@@ -215,6 +218,9 @@ func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequ
 		}
 		nextMeta := mustMeta(next)
 		if err := validateObjectMeta(res, nextMeta); err != nil {
+			return nil, false, err
+		}
+		if err := validateKind(res, next, cur); err != nil {
 			return nil, false, err
 		}
 		obj, err := a.commitUpdate(ctx, res, next, cur, wr.dryRun)

@@ -315,7 +315,7 @@ func withRequestID(next http.Handler, log *slog.Logger) http.Handler {
 			id = uuid.NewString()
 		}
 		w.Header().Set("Audit-Id", id)
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(apiserver.WithAuditID(r.Context(), id)))
 	})
 }
 
@@ -328,7 +328,7 @@ func withPanicRecovery(next http.Handler, log *slog.Logger) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
+				log.Error("handler panic", "audit_id", w.Header().Get("Audit-Id"), "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
 				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"internal error","reason":"InternalError","code":500}`, http.StatusInternalServerError)
 			}
 		}()

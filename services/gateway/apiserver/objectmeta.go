@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/api/equality"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,6 +44,13 @@ func (a *API) prepareCreate(res *registry.Resource, obj runtime.Object, m metav1
 	}
 	if res.HasStatus && !keepsStatusOnCreate[res.Kind] {
 		setStatus(obj, reflect.Zero(statusType(obj)))
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		// A new namespace is Active and carries the finalizer the lifecycle controller removes.
+		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		if !hasFinalizer(ns.Spec.Finalizers, namespaceFinalizer) {
+			ns.Spec.Finalizers = append(ns.Spec.Finalizers, namespaceFinalizer)
+		}
 	}
 }
 

@@ -34,6 +34,8 @@ type config struct {
 	verbose bool
 	gateway gateway.Config
 	storage storage.Config
+	// logHealthy reports whether the process log can be written (the "log" health check).
+	logHealthy func() error
 }
 
 func defaultConfig() config {
@@ -106,7 +108,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	if gc.ClientCAFile == "" {
 		gc.ClientCAFile = files.caCert
 	}
-	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{}, log.With("service", "gateway"))
+	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy}, log.With("service", "gateway"))
 	if err != nil {
 		p.storage.Stop(context.Background())
 		return nil, fmt.Errorf("starting the gateway: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"platform.io/libs/naming"
 	"platform.io/libs/telemetry"
+	gateway "platform.io/services/gateway/server"
 )
 
 func main() {
@@ -22,7 +23,9 @@ func main() {
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)
 	_ = fs.Parse(os.Args[1:])
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel()}))
+	logOut := gateway.NewLogWriter(os.Stderr)
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.logLevel()}))
+	cfg.logHealthy = logOut.Healthy
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	shutdownTracing, err := telemetry.Setup(ctx, naming.Product)

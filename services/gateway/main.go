@@ -22,7 +22,8 @@ func main() {
 	fs := pflag.NewFlagSet("gateway", pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	_ = fs.Parse(os.Args[1:])
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "gateway")
+	logOut := server.NewLogWriter(os.Stderr)
+	log := slog.New(slog.NewJSONHandler(logOut, nil)).With("service", "gateway")
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway: invalid configuration:\n"+err.Error())
 		os.Exit(2)
@@ -35,7 +36,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer func() { _ = shutdownTracing(context.Background()) }()
-	if err := server.Run(ctx, cfg, log); err != nil {
+	if err := server.Run(ctx, cfg, server.Options{LogHealthy: logOut.Healthy}, log); err != nil {
 		log.Error("gateway failed", "err", err)
 		os.Exit(1)
 	}

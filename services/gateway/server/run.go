@@ -46,6 +46,8 @@ type Options struct {
 	StorageConn grpc.ClientConnInterface
 	// Ready, when set, is called once the gateway serves.
 	Ready func(addr net.Addr)
+	// LogHealthy, when set, is what the "log" health check reports (see LogWriter).
+	LogHealthy func() error
 }
 
 // Server is a running gateway.
@@ -87,7 +89,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.health = health.New(health.Options{LivezGracePeriod: cfg.LivezGracePeriod, Start: time.Now(), Logger: log})
+	s.health = health.New(health.Options{LivezGracePeriod: cfg.LivezGracePeriod, Start: time.Now(), Logger: log, LogHealthy: opts.LogHealthy})
 	s.health.AddHealthz(health.Ping(), health.Log(), storageCheck(storageConn))
 	s.health.AddLivez(health.Ping(), health.Log(), storageCheck(storageConn))
 	s.health.AddReadyz(health.Ping(), health.Log(), storageCheck(storageConn))
@@ -215,8 +217,8 @@ func (s *Server) Stop(ctx context.Context) {
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
-func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	s, err := Start(ctx, cfg, Options{}, log)
+func Run(ctx context.Context, cfg Config, opts Options, log *slog.Logger) error {
+	s, err := Start(ctx, cfg, opts, log)
 	if err != nil {
 		return err
 	}

@@ -116,3 +116,28 @@ func TestInitialNamespaces(t *testing.T) {
 		do(t, e, "DELETE", "/api/v1/namespaces/"+ns, nil).status(t, http.StatusForbidden, "Forbidden")
 	}
 }
+
+// Upstream's defaults are applied to stored objects (the spec's v1 migration table lists some:
+// Deployment progressDeadlineSeconds 600, revisionHistoryLimit 10, maxSurge/maxUnavailable 25%).
+func TestDefaulting(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	s := must(t, do(t, e, "POST", "/api/v1/namespaces/default/secrets", `{"metadata":{"name":"s"},"stringData":{"a":"b"}}`), http.StatusCreated)
+	if s["type"] != "Opaque" {
+		t.Errorf("secret type %v", s["type"])
+	}
+	d := must(t, do(t, e, "POST", "/apis/apps/v1/namespaces/default/deployments", deployment("d")), http.StatusCreated)
+	for f, want := range map[string]any{
+		"spec.replicas": float64(1), "spec.revisionHistoryLimit": float64(10), "spec.progressDeadlineSeconds": float64(600),
+		"spec.strategy.type": "RollingUpdate", "spec.strategy.rollingUpdate.maxSurge": "25%", "spec.strategy.rollingUpdate.maxUnavailable": "25%",
+		"spec.template.spec.restartPolicy": "Always", "spec.template.spec.dnsPolicy": "ClusterFirst",
+	} {
+		if got := path(d, f); got != want {
+			t.Errorf("deployment %s = %v, want %v", f, got, want)
+		}
+	}
+	svc := must(t, do(t, e, "POST", "/api/v1/namespaces/default/services", `{"metadata":{"name":"svc"},"spec":{"ports":[{"port":80}]}}`), http.StatusCreated)
+	port := path(svc, "spec.ports").([]any)[0].(map[string]any)
+	if path(svc, "spec.type") != "ClusterIP" || port["protocol"] != "TCP" || port["targetPort"] != float64(80) {
+		t.Errorf("service spec %v", svc["spec"])
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"platform.io/services/gateway/defaults"
 	"platform.io/services/gateway/registry"
 )
 
@@ -45,6 +46,8 @@ func (a *API) prepareCreate(res *registry.Resource, obj runtime.Object, m metav1
 	if res.HasStatus && !keepsStatusOnCreate[res.Kind] {
 		setStatus(obj, reflect.Zero(statusType(obj)))
 	}
+	// Defaults that depend on the name (a namespace's name label) once generateName is resolved.
+	defaults.Apply(obj)
 	if ns, ok := obj.(*corev1.Namespace); ok {
 		// A new namespace is Active and carries the finalizer the lifecycle controller removes.
 		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}

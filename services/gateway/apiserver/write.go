@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/libs/storage"
+	"platform.io/services/gateway/defaults"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
 )
@@ -75,6 +76,8 @@ func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, erro
 	if err != nil {
 		return nil, err
 	}
+	// Upstream defaults at decoding, before validation.
+	defaults.Apply(obj)
 	if err := checkRequired(info.res, obj); err != nil {
 		return nil, err
 	}

@@ -97,6 +97,14 @@ func Build() (string, error) {
 	return buildDir, buildErr
 }
 
+// CleanupBuild removes the binaries Build compiled; call it from TestMain after the tests (each
+// test process builds its own copy, about 130 MB).
+func CleanupBuild() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}
+
 // Start builds the binaries (once) and starts the stack; Stop ends it.
 func Start(opts Options) (*Stack, error) {
 	if opts.Mode == "" {

@@ -2,8 +2,15 @@ package stack
 
 import (
 	"net/http"
+	"os"
 	"testing"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	CleanupBuild()
+	os.Exit(code)
+}
 
 // The split stack and the all-in-one start, serve, and survive a restart of the gateway.
 func TestStartBothModes(t *testing.T) {

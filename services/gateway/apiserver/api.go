@@ -113,7 +113,7 @@ func (a *API) Install(r *mux.Router) {
 // NotFound answers URLs no route knows with a Status 404, as upstream does.
 func (a *API) NotFound() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		a.writeError(w, r, notFoundPath())
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,17 +37,8 @@ func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 		return nil, err
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
-		data := body
-		if !json0(body) {
-			if data, err = yaml.YAMLToJSON(body); err != nil {
-				return nil, apierrors.NewBadRequest("the DeleteOptions body is not valid YAML or JSON: " + err.Error())
-			}
-		}
-		if err := kjson.UnmarshalCaseSensitivePreserveInts(data, opts); err != nil {
-			return nil, apierrors.NewBadRequest("the DeleteOptions body is malformed: " + err.Error())
-		}
-		if k := opts.Kind; k != "" && k != "DeleteOptions" {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the body must be DeleteOptions, not %s", k))
+		if err := decodeDeleteOptions(r, body, opts); err != nil {
+			return nil, err
 		}
 	}
 	q := r.URL.Query()
@@ -83,9 +75,52 @@ func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	return opts, nil
 }
 
-func json0(b []byte) bool {
-	t := bytes.TrimSpace(b)
-	return len(t) > 0 && t[0] == '{'
+// decodeDeleteOptions reads a DeleteOptions body in its Content-Type: JSON, YAML, or the
+// Protobuf envelope (client-go's typed clients send Protobuf).
+func decodeDeleteOptions(r *http.Request, body []byte, opts *metav1.DeleteOptions) error {
+	mediaType := mediaJSON
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil {
+			return unsupportedMediaType(ct, mediaJSON, mediaYAML, mediaProtobuf)
+		}
+		mediaType = mt
+	}
+	switch mediaType {
+	case mediaProtobuf, mediaUpstreamProtobuf:
+		if len(body) < 4 || !bytes.Equal(body[:4], naming.ProtobufMagic[:]) {
+			return apierrors.NewBadRequest("the DeleteOptions body does not start with the Protobuf envelope prefix")
+		}
+		var unk runtime.Unknown
+		if err := unk.Unmarshal(body[4:]); err != nil {
+			return apierrors.NewBadRequest("the DeleteOptions Protobuf envelope is malformed: " + err.Error())
+		}
+		if unk.Kind != "" && unk.Kind != "DeleteOptions" {
+			return apierrors.NewBadRequest(fmt.Sprintf("the body must be DeleteOptions, not %s", unk.Kind))
+		}
+		if err := opts.Unmarshal(unk.Raw); err != nil {
+			return apierrors.NewBadRequest("the DeleteOptions body is malformed: " + err.Error())
+		}
+		return nil
+	case mediaJSON, mediaYAML, "application/x-yaml", "text/yaml":
+		data := body
+		if mediaType != mediaJSON {
+			converted, err := yaml.YAMLToJSON(body)
+			if err != nil {
+				return apierrors.NewBadRequest("the DeleteOptions body is not valid YAML: " + err.Error())
+			}
+			data = converted
+		}
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(data, opts); err != nil {
+			return apierrors.NewBadRequest("the DeleteOptions body is malformed: " + err.Error())
+		}
+		if k := opts.Kind; k != "" && k != "DeleteOptions" {
+			return apierrors.NewBadRequest(fmt.Sprintf("the body must be DeleteOptions, not %s", k))
+		}
+		return nil
+	default:
+		return unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
+	}
 }
 
 // delete serves DELETE on an item.

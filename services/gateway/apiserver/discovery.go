@@ -68,7 +68,7 @@ func (a *API) serveGroupList(w http.ResponseWriter, r *http.Request) {
 func (a *API) serveGroup(w http.ResponseWriter, r *http.Request) {
 	g, ok := a.reg.Group(mux.Vars(r)["group"])
 	if !ok || g.Name == "" {
-		a.writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		a.writeError(w, r, notFoundPath())
 		return
 	}
 	doc := apiGroup(g)

@@ -112,3 +112,11 @@ func unsupportedMediaType(mediaType string, accepted ...string) error {
 	}
 	return newStatusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, msg)
 }
+
+// notFoundPath is upstream's 404 for a URL that names nothing.
+func notFoundPath() error {
+	e := apierrors.NewNotFound(schema.GroupResource{}, "")
+	e.ErrStatus.Message = "the server could not find the requested resource"
+	e.ErrStatus.Details = nil
+	return e
+}

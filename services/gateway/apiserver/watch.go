@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 )
 
@@ -133,7 +134,10 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	for {
 		events, err := stream.Recv()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, io.EOF) {
+			if ctx.Err() != nil || errors.Is(err, io.EOF) || storage.IsUnavailable(err) {
+				// The storage service went away (restart, shutdown): end the stream cleanly, as an
+				// API server that stops does, so clients resume from their last resourceVersion
+				// instead of relisting.
 				return
 			}
 			buf.Reset()

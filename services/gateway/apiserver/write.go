@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/libs/storage"
-	"platform.io/services/gateway/defaults"
 	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/defaults"
 	"platform.io/services/gateway/registry"
 )
 

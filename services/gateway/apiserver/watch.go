@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -70,7 +71,7 @@ func (a *API) parseWatchParams(r *http.Request) (watchParams, error) {
 // watch serves GET ?watch=true: a chunked stream of JSON watch events (or Table events), one
 // per line, until the timeout, the client leaving, or an error (sent as an ERROR event).
 func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, negotiateOptions{table: true})
+	out, err := negotiate(r, negotiateOptions{table: true, protobuf: true})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -112,7 +113,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	}
 	if h, from, ok := a.hubEligible(info, req, out); ok {
 		if sub, ok := h.subscribe(ctx, from, info.namespace, wp.bookmarks); ok {
-			a.serveFromHub(ctx, w, info, h, sub)
+			a.serveFromHub(ctx, w, info, out, h, sub)
 			return
 		}
 	}
@@ -121,14 +122,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
 		return
 	}
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", out.mediaType)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-cache, private")
-	w.WriteHeader(http.StatusOK)
-	if flusher != nil {
-		flusher.Flush()
-	}
+	flusher := startWatchResponse(w, out)
 	enc := &watchEncoder{a: a, info: info, out: out, r: r}
 	var buf bytes.Buffer
 	for {
@@ -160,6 +154,24 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 			flusher.Flush()
 		}
 	}
+}
+
+// startWatchResponse sends the headers of a watch stream. Protobuf streams are
+// "<media type>;stream=watch", as client-go expects.
+func startWatchResponse(w http.ResponseWriter, out output) http.Flusher {
+	ct := out.mediaType
+	if out.format == formatProtobuf {
+		ct += ";stream=watch"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	return flusher
 }
 
 // joinSelectors ANDs two field selectors.
@@ -228,6 +240,9 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 		e.wroteHeader = e.wroteHeader || ev.Type != storagev1.EventType_BOOKMARK
 		obj = table
 	}
+	if e.out.format == formatProtobuf {
+		return e.a.writeProtobufEvent(buf, eventTypes[ev.Type], obj)
+	}
 	return writeEvent(buf, eventTypes[ev.Type], obj)
 }
 
@@ -235,7 +250,30 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 func (e *watchEncoder) writeError(buf *bytes.Buffer, err error) {
 	s := statusOf(err)
 	s.Kind, s.APIVersion = "Status", "v1"
+	if e.out.format == formatProtobuf {
+		_ = e.a.writeProtobufEvent(buf, "ERROR", s)
+		return
+	}
 	_ = writeEvent(buf, "ERROR", s)
+}
+
+// writeProtobufEvent appends one frame of a Protobuf watch stream: a 4-byte big-endian length,
+// then a WatchEvent (without the envelope) whose object is the object's Protobuf envelope.
+func (a *API) writeProtobufEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
+	raw, err := a.codec.encode(obj, output{format: formatProtobuf})
+	if err != nil {
+		return err
+	}
+	ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
+	data, err := ev.Marshal()
+	if err != nil {
+		return err
+	}
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(data)))
+	buf.Write(n[:])
+	buf.Write(data)
+	return nil
 }
 
 func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
@@ -254,7 +292,7 @@ func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
 // hubEligible tells whether a watch can be served by its type's shared hub: it starts at an
 // exact resourceVersion (no initial state), selects by namespace at most, and wants plain JSON.
 func (a *API) hubEligible(info *requestInfo, req *storagev1.WatchRequest, out output) (*watchHub, int64, bool) {
-	if a.cfg.DisableWatchHub || out.format != formatJSON || out.pretty || req.SendInitialEvents ||
+	if a.cfg.DisableWatchHub || (out.format != formatJSON && out.format != formatProtobuf) || out.pretty || req.SendInitialEvents ||
 		req.LabelSelector != "" || req.FieldSelector != "" {
 		return nil, 0, false
 	}

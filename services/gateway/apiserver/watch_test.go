@@ -2,12 +2,20 @@ package apiserver_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"platform.io/services/gateway/gatewaytest"
 )
@@ -198,4 +206,55 @@ func TestWatchExpired(t *testing.T) {
 		t.Errorf("watch from a compacted version: %v", ev)
 	}
 	do(t, e, "GET", cms+"?resourceVersionMatch=Exact&resourceVersion="+path(first, "metadata.resourceVersion").(string), nil).status(t, http.StatusGone, "Expired")
+}
+
+// Protobuf watch streams, as client-go's typed clients ask for them: "<type>;stream=watch",
+// frames of a 4-byte big-endian length and a WatchEvent whose object is the Protobuf envelope.
+// Both the shared hub (from a resourceVersion) and a storage watch (initial events) serve them.
+func TestProtobufWatch(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	must(t, do(t, e, "POST", cms, configMap("first", nil)), http.StatusCreated)
+	for _, base := range []string{"?watch=1&resourceVersion=", "?watch=1"} {
+		for _, mt := range []string{"application/vnd.platform.protobuf", "application/vnd.kubernetes.protobuf"} {
+			q := base
+			if strings.HasSuffix(q, "=") {
+				q += path(must(t, do(t, e, "GET", cms, nil), http.StatusOK), "metadata.resourceVersion").(string)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "GET", e.URL+cms+q, nil)
+			req.Header.Set("Accept", mt+", application/json")
+			resp, err := e.Admin.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != mt+";stream=watch" {
+				t.Errorf("%s: Content-Type %q", q, ct)
+			}
+			name := fmt.Sprintf("pb-%d", time.Now().UnixNano())
+			must(t, do(t, e, "POST", cms, configMap(name, nil)), http.StatusCreated)
+			want := name
+			if !strings.Contains(q, "resourceVersion") {
+				want = "first" // initial events come first
+			}
+			var size [4]byte
+			if _, err := io.ReadFull(resp.Body, size[:]); err != nil {
+				t.Fatal(err)
+			}
+			frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+			if _, err := io.ReadFull(resp.Body, frame); err != nil {
+				t.Fatal(err)
+			}
+			var ev metav1.WatchEvent
+			var unk runtime.Unknown
+			var cm corev1.ConfigMap
+			if err := ev.Unmarshal(frame); err != nil || ev.Type != "ADDED" || !bytes.HasPrefix(ev.Object.Raw, protobufPrefix) {
+				t.Fatalf("%s %s: frame %v %+v", q, mt, err, ev.Type)
+			}
+			if err := unk.Unmarshal(ev.Object.Raw[4:]); err != nil || unk.Kind != "ConfigMap" || cm.Unmarshal(unk.Raw) != nil || cm.Name != want || cm.ResourceVersion == "" {
+				t.Errorf("%s %s: object %v %+v %s", q, mt, err, unk.TypeMeta, cm.Name)
+			}
+			cancel()
+			resp.Body.Close()
+		}
+	}
 }

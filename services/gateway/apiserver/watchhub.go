@@ -32,6 +32,9 @@ type hubEvent struct {
 	once      sync.Once
 	line      []byte
 	err       error
+	pbOnce    sync.Once
+	frame     []byte
+	pbErr     error
 }
 
 // jsonLine is the event as a JSON watch line, encoded on first use.
@@ -42,6 +45,16 @@ func (e *hubEvent) jsonLine() ([]byte, error) {
 		e.line = buf.Bytes()
 	})
 	return e.line, e.err
+}
+
+// protobufFrame is the event as a Protobuf watch frame, encoded on first use.
+func (e *hubEvent) protobufFrame(a *API) ([]byte, error) {
+	e.pbOnce.Do(func() {
+		var buf bytes.Buffer
+		e.pbErr = a.writeProtobufEvent(&buf, eventTypes[e.typ], e.obj)
+		e.frame = buf.Bytes()
+	})
+	return e.frame, e.pbErr
 }
 
 // hubSubscriber is one client watch served by a hub.
@@ -275,25 +288,28 @@ func (h *watchHub) stop() {
 
 // serveFromHub streams a subscriber's events to the client until the timeout, the client
 // leaving, or the hub closing the subscription.
-func (a *API) serveFromHub(ctx context.Context, w http.ResponseWriter, info *requestInfo, h *watchHub, s *hubSubscriber) {
+func (a *API) serveFromHub(ctx context.Context, w http.ResponseWriter, info *requestInfo, out output, h *watchHub, s *hubSubscriber) {
 	defer h.unsubscribe(s)
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", mediaJSON)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-cache, private")
-	w.WriteHeader(http.StatusOK)
-	if flusher != nil {
-		flusher.Flush()
-	}
+	flusher := startWatchResponse(w, out)
+	protobuf := out.format == formatProtobuf
 	var buf bytes.Buffer
 	write := func(ev *hubEvent) bool {
 		if ev.typ == storagev1.EventType_BOOKMARK {
 			obj := info.res.New()
 			mustMeta(obj).SetResourceVersion(strconv.FormatInt(ev.rv, 10))
 			obj.GetObjectKind().SetGroupVersionKind(info.res.GroupVersionKind())
+			if protobuf {
+				return a.writeProtobufEvent(&buf, "BOOKMARK", obj) == nil
+			}
 			return writeEvent(&buf, "BOOKMARK", obj) == nil
 		}
-		line, err := ev.jsonLine()
+		var line []byte
+		var err error
+		if protobuf {
+			line, err = ev.protobufFrame(a)
+		} else {
+			line, err = ev.jsonLine()
+		}
 		if err != nil {
 			return false
 		}

@@ -1,0 +1,322 @@
+// Command apiload generates load against the gateway's HTTP resource API and prints the
+// throughput and latency percentiles it measured, per operation and client count.
+//
+// It targets a running server (--server and/or --kubeconfig, or --ca-file, --cert-file and
+// --key-file; the gateway authenticates client certificates) or starts the whole system with
+// test/stack in a temporary directory (--start=split: redis-server, the storage service and the
+// gateway as processes; --start=allinone: the all-in-one binary) and stops it at the end.
+//
+// Scenarios, each against ConfigMaps in a namespace of its own (<--namespace>-<scenario>) that
+// the tool creates, and deletes at the end:
+//
+//	create  every client POSTs ConfigMaps of unique names as fast as it can
+//	get     every client GETs ConfigMaps of a pre-created set of 100, round-robin
+//	list    every client GETs the collection of --objects ConfigMaps, unpaged (JSON); a list
+//	        with another number of items is a failure
+//	watch   --watchers watches from a list's resourceVersion, one writer updating a ConfigMap at
+//	        --rate with its send time in the data; reports the writes (watch-write) and the
+//	        delivery delay (watch-deliver, one op per event delivered to one watch); every watch
+//	        must deliver every acknowledged write exactly once, in order. It runs once, with
+//	        any --clients
+//
+// Every ConfigMap carries about 300 bytes of data in four keys. Each client is a goroutine; all
+// share one http.Transport, so over HTTP/2 (unless --http1) their requests are streams of one
+// connection, as client-go's are. Each run (scenario × client count) warms up for --warmup, then
+// measures for --duration: an operation counts if it completes inside that window.
+//
+// With --start the tool also notes the CPU (in cores) that it and each process it started used
+// during each measured window, and how busy the whole machine was (Linux, from /proc): more
+// machine than process time means something else ran meanwhile and disturbed the numbers.
+//
+// Exit codes: 0 success, 1 the run found failures (failed requests, wrong list counts, lost,
+// duplicated or reordered watch events), 2 usage or setup error.
+//
+//	go run ./test/load/apiload --start=split --scenario=create,get,list --clients=1,16 --duration=10s
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"platform.io/test/stack"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// allScenarios in the order --scenario=all runs them.
+var allScenarios = []string{"create", "get", "list", "watch"}
+
+// options are the command's flags.
+type options struct {
+	server, kubeconfig        string
+	caFile, certFile, keyFile string
+	start                     string
+	clients                   []int
+	scenarios                 []string
+	duration, warmup, drain   time.Duration
+	objects                   int
+	namespace                 string
+	http1                     bool
+	watchers                  int
+	rate                      float64
+	jsonOut                   bool
+}
+
+// namespacePrefix: a DNS label short enough for the "-<scenario>" suffix.
+var namespacePrefix = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$`)
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("apiload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.server, "server", "", "https://host:port of a running gateway (default: the kubeconfig's server)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig with the server, its CA and a client certificate (current context)")
+	fs.StringVar(&o.caFile, "ca-file", "", "CA bundle that verifies the server (overrides the kubeconfig's)")
+	fs.StringVar(&o.certFile, "cert-file", "", "client certificate, PEM (overrides the kubeconfig's)")
+	fs.StringVar(&o.keyFile, "key-file", "", "client key, PEM (overrides the kubeconfig's)")
+	fs.StringVar(&o.start, "start", "", "start the system instead, in a temporary directory: split or allinone")
+	clients := fs.String("clients", "16", "concurrent clients; a comma-separated list runs each scenario once per count")
+	scenario := fs.String("scenario", "all", "create, get, list, watch, or all; a comma-separated list runs several")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "time each run warms up before it measures")
+	fs.IntVar(&o.objects, "objects", 2000, "list: the number of ConfigMaps listed")
+	fs.StringVar(&o.namespace, "namespace", "", "prefix of the namespaces the run creates, <prefix>-<scenario> (default apiload-<random>)")
+	fs.BoolVar(&o.http1, "http1", false, "use HTTP/1.1 (default: HTTP/2 when the server offers it)")
+	fs.IntVar(&o.watchers, "watchers", 100, "watch: concurrent watches")
+	fs.Float64Var(&o.rate, "rate", 100, "watch: updates per second")
+	fs.DurationVar(&o.drain, "drain", 30*time.Second, "watch: how long the watches may take to deliver the last write")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	remote := o.server != "" || o.kubeconfig != "" || o.caFile != "" || o.certFile != "" || o.keyFile != ""
+	switch {
+	case o.start == "" && !remote:
+		return nil, errors.New("give --server/--kubeconfig for a running server, or --start=split|allinone")
+	case o.start != "" && remote:
+		return nil, errors.New("--start excludes --server, --kubeconfig, --ca-file, --cert-file and --key-file")
+	case o.start != "" && o.start != string(stack.Split) && o.start != string(stack.AllInOne):
+		return nil, fmt.Errorf("--start must be split or allinone, not %q", o.start)
+	}
+	if o.server != "" {
+		if err := checkServerURL(o.server); err != nil {
+			return nil, fmt.Errorf("--server: %w", err)
+		}
+	}
+	var err error
+	if o.clients, err = parseClients(*clients); err != nil {
+		return nil, err
+	}
+	if o.scenarios, err = parseScenarios(*scenario); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.duration <= 0 || o.duration > time.Hour:
+		return nil, errors.New("--duration must be in (0, 1h]")
+	case o.warmup < 0 || o.warmup > 10*time.Minute:
+		return nil, errors.New("--warmup must be in [0, 10m]")
+	case o.drain <= 0 || o.drain > 10*time.Minute:
+		return nil, errors.New("--drain must be in (0, 10m]")
+	case o.objects < 1 || o.objects > 1_000_000:
+		return nil, errors.New("--objects must be in [1, 1000000]")
+	case o.watchers < 1 || o.watchers > 10_000:
+		return nil, errors.New("--watchers must be in [1, 10000]")
+	case !(o.rate > 0 && o.rate <= 10_000):
+		return nil, errors.New("--rate must be in (0, 10000]")
+	case o.namespace != "" && !namespacePrefix.MatchString(o.namespace):
+		return nil, fmt.Errorf("--namespace %q: want lower-case letters, digits and '-', at most 50, starting and ending alphanumeric", o.namespace)
+	}
+	if slices.Contains(o.scenarios, "watch") {
+		if mem := float64(o.watchers) * (o.rate*(o.warmup+o.duration).Seconds()*1.5 + 1024) * 24; mem > 4<<30 {
+			return nil, fmt.Errorf("%d watches × %.0f events would take %.1f GiB to verify: lower --watchers, --rate or --duration",
+				o.watchers, o.rate*(o.warmup+o.duration).Seconds(), mem/(1<<30))
+		}
+	}
+	return o, nil
+}
+
+func parseClients(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 10_000 {
+			return nil, fmt.Errorf("--clients %q: want client counts in [1, 10000], comma-separated", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseScenarios(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		var add []string
+		switch {
+		case f == "all":
+			add = allScenarios
+		case slices.Contains(allScenarios, f):
+			add = []string{f}
+		default:
+			return nil, fmt.Errorf("--scenario %q: want create, get, list, watch or all, comma-separated", s)
+		}
+		for _, a := range add {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "apiload:", err)
+		}
+		return exitUsage
+	}
+	// Every run, the watch's drain, setup and cleanup end by this deadline.
+	runs := len(o.clients) * len(o.scenarios)
+	budget := time.Duration(runs)*(o.warmup+o.duration) + o.drain + 15*time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+
+	started := ""
+	if o.start != "" {
+		dir, err := os.MkdirTemp("", "apiload-")
+		if err != nil {
+			fmt.Fprintln(stderr, "apiload:", err)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "apiload: starting the %s stack in %s\n", o.start, dir)
+		s, err := stack.Start(stack.Options{Mode: stack.Mode(o.start), Dir: dir})
+		if err != nil {
+			fmt.Fprintf(stderr, "apiload: starting the %s stack: %v (logs in %s)\n", o.start, err, dir)
+			return exitUsage
+		}
+		keepLogs := true
+		defer func() {
+			s.Stop()
+			if keepLogs {
+				fmt.Fprintf(stderr, "apiload: the services' logs are in %s\n", dir)
+			} else {
+				_ = os.RemoveAll(dir)
+			}
+		}()
+		o.kubeconfig = s.Kubeconfig
+		started = o.start
+		code := measure(ctx, o, started, stdout, stderr)
+		keepLogs = code != exitOK
+		return code
+	}
+	return measure(ctx, o, started, stdout, stderr)
+}
+
+// measure runs the scenarios against the server o names and reports.
+func measure(ctx context.Context, o *options, started string, stdout, stderr io.Writer) int {
+	cr, err := loadCredentials(o)
+	if err != nil {
+		fmt.Fprintln(stderr, "apiload:", err)
+		return exitUsage
+	}
+	tc, err := cr.tlsConfig()
+	if err != nil {
+		fmt.Fprintln(stderr, "apiload:", err)
+		return exitUsage
+	}
+	conns := slices.Max(o.clients) + 16
+	if slices.Contains(o.scenarios, "watch") {
+		conns += o.watchers
+	}
+	tr := newTransport(tc, o.http1, conns)
+	defer tr.CloseIdleConnections()
+	api := &apiClient{base: strings.TrimSuffix(cr.server, "/"), hc: &http.Client{Transport: tr}}
+	proto, err := api.probe(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "apiload:", err)
+		return exitUsage
+	}
+
+	prefix := o.namespace
+	if prefix == "" {
+		prefix = "apiload-" + strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
+	}
+	r := &runner{o: o, api: api, nsPrefix: prefix, progress: stderr, meterCPU: started != "" && runtime.GOOS == "linux"}
+	desc := "server " + api.base
+	if started != "" {
+		desc += " (" + started + " stack started by apiload)"
+	}
+	header := fmt.Sprintf("apiload: %s over %s; namespaces %s-*; %d CPUs, GOMAXPROCS=%d; each run %s after %s of warm-up",
+		desc, proto, prefix, runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, o.warmup)
+	if !o.jsonOut {
+		fmt.Fprintln(stdout, header)
+	} else {
+		fmt.Fprintln(stderr, header)
+	}
+	runErr := r.run(ctx)
+
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	defer ccancel()
+	if err := r.cleanup(cctx); err != nil {
+		fmt.Fprintln(stderr, "apiload: deleting the run's namespaces:", err)
+	}
+	if runErr != nil {
+		// What was measured before the error is still worth seeing.
+		writeTable(stderr, r.rows)
+		fmt.Fprintln(stderr, "apiload:", runErr)
+		return exitUsage
+	}
+
+	if o.jsonOut {
+		rep := &report{Server: api.base, Started: started, Protocol: proto, CPUs: runtime.NumCPU(), Notes: r.notes, Failures: r.failures,
+			Passed:  len(r.failures) == 0,
+			Options: jsonOptions{Duration: o.duration.String(), Warmup: o.warmup.String(), Objects: o.objects, Watchers: o.watchers, Rate: o.rate}}
+		if err := writeJSON(stdout, rep, r.rows); err != nil {
+			fmt.Fprintln(stderr, "apiload:", err)
+			return exitUsage
+		}
+	} else {
+		writeTable(stdout, r.rows)
+		for _, n := range r.notes {
+			fmt.Fprintln(stdout, n)
+		}
+		for _, f := range r.failures {
+			fmt.Fprintln(stdout, "FAIL:", f)
+		}
+		if len(r.failures) == 0 {
+			fmt.Fprintln(stdout, "PASS")
+		}
+	}
+	if len(r.failures) > 0 {
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"platform.io/test/stack"
+)
+
+// tableRow is one parsed line of the result table.
+type tableRow struct {
+	scenario string
+	clients  int
+	rate     float64
+	errors   int
+}
+
+// parseTable reads the rows of the table writeTable printed.
+func parseTable(t *testing.T, out string) []tableRow {
+	t.Helper()
+	var rows []tableRow
+	in := false
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) == 9 && f[0] == "scenario" && f[3] == "ops/s" {
+			in = true
+			continue
+		}
+		if !in || len(f) != 9 {
+			in = false
+			continue
+		}
+		var r tableRow
+		r.scenario = f[0]
+		if _, err := fmt.Sscan(f[1]+" "+f[3]+" "+f[8], &r.clients, &r.rate, &r.errors); err != nil {
+			t.Fatalf("table row %q: %v", line, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func runTool(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	code := run(args, &out, &errOut)
+	t.Logf("apiload %s -> exit %d in %s\n%s%s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond), out.String(), errOut.String())
+	return code, out.String()
+}
+
+// wantRows checks that the run passed and reported each scenario at each client count with a
+// positive rate and no errors.
+func wantRows(t *testing.T, code int, out string, want map[string][]int) {
+	t.Helper()
+	if code != exitOK {
+		t.Errorf("exit code %d, want %d", code, exitOK)
+	}
+	if strings.Contains(out, "FAIL:") || !strings.Contains(out, "\nPASS\n") {
+		t.Errorf("the run reports failures or no PASS")
+	}
+	got := map[string]tableRow{}
+	for _, r := range parseTable(t, out) {
+		got[fmt.Sprintf("%s/%d", r.scenario, r.clients)] = r
+	}
+	for sc, counts := range want {
+		for _, n := range counts {
+			r, ok := got[fmt.Sprintf("%s/%d", sc, n)]
+			switch {
+			case !ok:
+				t.Errorf("no row for %s with %d clients", sc, n)
+			case r.rate <= 0 || r.errors != 0:
+				t.Errorf("%s with %d clients: rate %v, %d errors; want a positive rate and no errors", sc, n, r.rate, r.errors)
+			}
+		}
+	}
+	if len(got) != len(parseTable(t, out)) {
+		t.Errorf("duplicate rows")
+	}
+}
+
+// TestAllScenariosAllInOne runs every scenario at two client counts against an all-in-one the
+// tool starts and stops itself.
+func TestAllScenariosAllInOne(t *testing.T) {
+	code, out := runTool(t, "--start=allinone", "--scenario=all", "--clients=1,2", "--duration=1s", "--objects=200", "--watchers=5")
+	wantRows(t, code, out, map[string][]int{
+		"create": {1, 2}, "get": {1, 2}, "list": {1, 2}, "watch-write": {1}, "watch-deliver": {5},
+	})
+	if !strings.Contains(out, "over HTTP/2.0") {
+		t.Errorf("the run did not use HTTP/2")
+	}
+	if !strings.Contains(out, "CPU cores used: ") {
+		t.Errorf("no CPU notes")
+	}
+}
+
+// TestRunningServer runs against a server the tool did not start: over HTTP/1.1 with a
+// kubeconfig, then with --server and certificate files and --json; the run's namespaces are
+// deleted afterwards.
+func TestRunningServer(t *testing.T) {
+	s, err := stack.Start(stack.Options{Mode: stack.AllInOne, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+
+	code, out := runTool(t, "--kubeconfig="+s.Kubeconfig, "--http1", "--namespace=http1-run", "--scenario=get,list,watch",
+		"--clients=3", "--duration=500ms", "--warmup=200ms", "--objects=50", "--watchers=4", "--rate=50")
+	wantRows(t, code, out, map[string][]int{"get": {3}, "list": {3}, "watch-write": {1}, "watch-deliver": {4}})
+	if !strings.Contains(out, "over HTTP/1.1") {
+		t.Errorf("--http1 did not use HTTP/1.1")
+	}
+
+	dir := t.TempDir()
+	cert, key, err := s.ClientCert("load-tester", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"ca.crt": s.CAPEM, "client.crt": cert, "client.key": key}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	code = run([]string{"--server=" + s.URL, "--ca-file=" + filepath.Join(dir, "ca.crt"), "--cert-file=" + filepath.Join(dir, "client.crt"),
+		"--key-file=" + filepath.Join(dir, "client.key"), "--namespace=json-run", "--scenario=create", "--clients=2",
+		"--duration=500ms", "--warmup=100ms", "--json"}, &stdout, &stderr)
+	t.Logf("--json run: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("--json output: %v", err)
+	}
+	if code != exitOK || !rep.Passed || len(rep.Results) != 1 || rep.Results[0].Scenario != "create" || rep.Results[0].OpsPerSec <= 0 {
+		t.Errorf("--json run: exit %d, report %+v", code, rep)
+	}
+
+	// The run's namespaces are terminating or gone.
+	client, err := s.HTTPClient("admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"http1-run-get", "http1-run-list", "http1-run-watch", "json-run-create"} {
+		resp, err := client.Get(s.URL + "/api/v1/namespaces/" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Metadata struct {
+				DeletionTimestamp string `json:"deletionTimestamp"`
+			} `json:"metadata"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound && got.Metadata.DeletionTimestamp == "" {
+			t.Errorf("namespace %s: %d and not terminating after the run", ns, resp.StatusCode)
+		}
+	}
+	// A namespace that exists already is not the tool's: the run refuses it.
+	resp, err := client.Post(s.URL+"/api/v1/namespaces", "application/json", strings.NewReader(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"taken-get"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating namespace taken-get: %s", resp.Status)
+	}
+	if code, _ := runTool(t, "--kubeconfig="+s.Kubeconfig, "--namespace=taken", "--scenario=get", "--duration=100ms"); code != exitUsage {
+		t.Errorf("a run in an existing namespace: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--start=etcd"},
+		{"--start=split", "--server=https://127.0.0.1:6443"},
+		{"--start=allinone", "--kubeconfig=/dev/null"},
+		{"--server=http://127.0.0.1:6443"},
+		{"--server=127.0.0.1:6443"},
+		{"--start=allinone", "--scenario=cas"},
+		{"--start=allinone", "--scenario="},
+		{"--start=allinone", "--clients=0"},
+		{"--start=allinone", "--clients=1,x"},
+		{"--start=allinone", "--duration=0s"},
+		{"--start=allinone", "--warmup=-1s"},
+		{"--start=allinone", "--objects=0"},
+		{"--start=allinone", "--watchers=0"},
+		{"--start=allinone", "--rate=0"},
+		{"--start=allinone", "--namespace=Bad_Name"},
+		{"--start=allinone", "--namespace=" + strings.Repeat("a", 51)},
+		{"--start=allinone", "--watchers=10000", "--rate=10000", "--duration=1h"},
+		{"--start=allinone", "--no-such-flag"},
+		{"--start=allinone", "extra"},
+		// Setup errors: nothing to load.
+		{"--kubeconfig=/nonexistent/kubeconfig"},
+		{"--server=https://127.0.0.1:1", "--ca-file=/nonexistent"},
+		{"--server=https://127.0.0.1:1"},
+	} {
+		if code, _ := runTool(t, args...); code != exitUsage {
+			t.Errorf("apiload %q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	if code, _ := runTool(t, "--help"); code != exitUsage {
+		t.Errorf("--help: exit %d, want %d", code, exitUsage)
+	}
+}

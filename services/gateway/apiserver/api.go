@@ -45,17 +45,18 @@ type Config struct {
 
 // API serves the resource API.
 type API struct {
-	reg     *registry.Registry
-	codec   *codec
-	store   *storage.Client
-	authn   []auth.Authenticator
-	authz   auth.Authorizer
-	log     *slog.Logger
-	cfg     Config
-	now     func() time.Time
-	nsCache *namespaceCache
-	hubs    hubs
-	runCtx  context.Context
+	reg       *registry.Registry
+	codec     *codec
+	store     *storage.Client
+	authn     []auth.Authenticator
+	authz     auth.Authorizer
+	log       *slog.Logger
+	cfg       Config
+	now       func() time.Time
+	nsCache   *namespaceCache
+	hubs      hubs
+	runCtx    context.Context
+	jsonCache *jsonCache
 }
 
 // New builds the resource API.
@@ -79,15 +80,16 @@ func New(cfg Config) *API {
 		cfg.Context = context.Background()
 	}
 	a := &API{
-		runCtx: cfg.Context,
-		reg:    cfg.Registry,
-		codec:  newCodec(cfg.Registry),
-		store:  cfg.Storage,
-		authn:  cfg.Authenticators,
-		authz:  cfg.Authorizer,
-		log:    cfg.Logger,
-		cfg:    cfg,
-		now:    cfg.Now,
+		runCtx:    cfg.Context,
+		jsonCache: newJSONCache(),
+		reg:       cfg.Registry,
+		codec:     newCodec(cfg.Registry),
+		store:     cfg.Storage,
+		authn:     cfg.Authenticators,
+		authz:     cfg.Authorizer,
+		log:       cfg.Logger,
+		cfg:       cfg,
+		now:       cfg.Now,
 	}
 	a.nsCache = newNamespaceCache(a)
 	return a

@@ -34,6 +34,15 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), info.name))
 		return
 	}
+	if out.format == formatJSON && !out.pretty {
+		body, err := a.storedJSON(info.res, resp.Object)
+		if err != nil {
+			a.writeError(w, r, apierrors.NewInternalError(err))
+			return
+		}
+		writeBody(w, r, http.StatusOK, out.mediaType, body)
+		return
+	}
 	obj, err := a.fromStored(info.res, resp.Object)
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
@@ -108,7 +117,29 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, err)
 		return
 	}
-	items, lm, err := a.listObjects(r, info, p)
+	resp, lm, err := a.listStored(r, info, p)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if out.format == formatJSON && !out.pretty {
+		// The common case: items from the JSON cache, no typed list built.
+		encoded := make([][]byte, len(resp.Items))
+		for i, o := range resp.Items {
+			if encoded[i], err = a.storedJSON(info.res, o); err != nil {
+				a.writeError(w, r, apierrors.NewInternalError(err))
+				return
+			}
+		}
+		body, err := encodeJSONList(info.res, encoded, lm)
+		if err != nil {
+			a.writeError(w, r, apierrors.NewInternalError(err))
+			return
+		}
+		writeBody(w, r, http.StatusOK, out.mediaType, body)
+		return
+	}
+	items, err := a.decodeItems(info.res, resp.Items)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -116,8 +147,8 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	a.writeList(w, r, info.res, items, lm, out)
 }
 
-// listObjects reads one page (or all) of a collection from storage.
-func (a *API) listObjects(r *http.Request, info *requestInfo, p listParams) ([]runtime.Object, metav1.ListMeta, error) {
+// listStored reads one page (or all) of a collection from storage, with its list metadata.
+func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*storagev1.ListResponse, metav1.ListMeta, error) {
 	resp, err := a.store.List(r.Context(), &storagev1.ListRequest{
 		Type: storageType(info.res), Namespace: info.namespace,
 		LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
@@ -127,18 +158,33 @@ func (a *API) listObjects(r *http.Request, info *requestInfo, p listParams) ([]r
 	if err != nil {
 		return nil, metav1.ListMeta{}, fromStorage(err, info.res.GroupResource(), "")
 	}
-	items := make([]runtime.Object, 0, len(resp.Items))
-	for _, o := range resp.Items {
-		obj, err := a.fromStored(info.res, o)
-		if err != nil {
-			return nil, metav1.ListMeta{}, apierrors.NewInternalError(err)
-		}
-		items = append(items, obj)
-	}
 	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10), Continue: resp.Continue}
 	if resp.RemainingItemCount != nil && p.labelSelector == "" && p.fieldSelector == "" {
 		n := *resp.RemainingItemCount
 		lm.RemainingItemCount = &n
 	}
-	return items, lm, nil
+	return resp, lm, nil
+}
+
+// decodeItems decodes stored objects.
+func (a *API) decodeItems(res *registry.Resource, stored []*storagev1.Object) ([]runtime.Object, error) {
+	items := make([]runtime.Object, 0, len(stored))
+	for _, o := range stored {
+		obj, err := a.fromStored(res, o)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		items = append(items, obj)
+	}
+	return items, nil
+}
+
+// listObjects reads one page (or all) of a collection from storage and decodes it.
+func (a *API) listObjects(r *http.Request, info *requestInfo, p listParams) ([]runtime.Object, metav1.ListMeta, error) {
+	resp, lm, err := a.listStored(r, info, p)
+	if err != nil {
+		return nil, lm, err
+	}
+	items, err := a.decodeItems(info.res, resp.Items)
+	return items, lm, err
 }

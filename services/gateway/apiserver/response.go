@@ -58,7 +58,15 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 		}
 	case formatJSON:
 		if !out.pretty {
-			body, err = a.encodeJSONList(res, items, lm)
+			encoded := make([][]byte, len(items))
+			for i, item := range items {
+				if encoded[i], err = json.Marshal(item); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				body, err = encodeJSONList(res, encoded, lm)
+			}
 			break
 		}
 		fallthrough
@@ -97,11 +105,16 @@ func (a *API) typedList(res *registry.Resource, items []runtime.Object, lm metav
 	return list, nil
 }
 
-// encodeJSONList writes a JSON list item by item, without building the typed list: the same
-// bytes encoding/json would produce for it, with less copying for large collections.
-func (a *API) encodeJSONList(res *registry.Resource, items []runtime.Object, lm metav1.ListMeta) ([]byte, error) {
+// encodeJSONList writes a JSON list from its items' encodings, without building the typed
+// list: the same document encoding/json would produce for it, with less copying for large
+// collections.
+func encodeJSONList(res *registry.Resource, items [][]byte, lm metav1.ListMeta) ([]byte, error) {
+	size := 256
+	for _, it := range items {
+		size += len(it) + 1
+	}
 	var buf bytes.Buffer
-	buf.Grow(256 + 512*len(items))
+	buf.Grow(size)
 	buf.WriteString(`{"kind":`)
 	writeJSONString(&buf, res.ListKind)
 	buf.WriteString(`,"apiVersion":`)
@@ -113,16 +126,11 @@ func (a *API) encodeJSONList(res *registry.Resource, items []runtime.Object, lm 
 	}
 	buf.Write(m)
 	buf.WriteString(`,"items":[`)
-	enc := json.NewEncoder(&buf)
 	for i, item := range items {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		if err := enc.Encode(item); err != nil {
-			return nil, err
-		}
-		// Encoder.Encode ends each value with a newline; drop it to keep the document compact.
-		buf.Truncate(buf.Len() - 1)
+		buf.Write(item)
 	}
 	buf.WriteString("]}")
 	return buf.Bytes(), nil

@@ -30,6 +30,8 @@ type Config struct {
 	// MinRequestTimeout bounds watches that name no timeoutSeconds: they end after a random
 	// duration in [MinRequestTimeout, 2*MinRequestTimeout), as upstream's --min-request-timeout.
 	MinRequestTimeout time.Duration
+	// RequestTimeout bounds every other request (upstream's --request-timeout).
+	RequestTimeout time.Duration
 	// BookmarkInterval is how often watches that allow bookmarks receive one.
 	BookmarkInterval time.Duration
 	// Version is what /version reports.
@@ -72,6 +74,9 @@ func New(cfg Config) *API {
 	}
 	if cfg.MinRequestTimeout <= 0 {
 		cfg.MinRequestTimeout = 30 * time.Minute
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = time.Minute
 	}
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = time.Minute
@@ -141,7 +146,13 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fillLabels(r.Context(), info)
-	r = r.WithContext(withRequestInfo(r.Context(), info))
+	ctx := withRequestInfo(r.Context(), info)
+	if info.verb != "watch" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
+		defer cancel()
+	}
+	r = r.WithContext(ctx)
 	switch info.verb {
 	case "get":
 		a.get(w, r, info)

@@ -46,6 +46,12 @@ type Config struct {
 	MinRequestTimeout time.Duration
 	// WatchBookmarkInterval is how often watches that allow bookmarks get one.
 	WatchBookmarkInterval time.Duration
+	// RequestTimeout bounds every request but watches (upstream's --request-timeout).
+	RequestTimeout time.Duration
+	// MaxRequestsInflight and MaxMutatingRequestsInflight bound the read-only and the mutating
+	// requests served at once; beyond them a request is answered 429. 0 means no bound.
+	MaxRequestsInflight         int
+	MaxMutatingRequestsInflight int
 	// WatchCache shares one storage watch per resource type among the gateway's watchers.
 	WatchCache bool
 	// EnableControllers runs the namespace lifecycle controller in this process.
@@ -69,6 +75,9 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the graceful part of shutdown")
 	fs.DurationVar(&c.MinRequestTimeout, "min-request-timeout", 30*time.Minute, "watches without timeoutSeconds end after a random time between this and twice this")
 	fs.DurationVar(&c.WatchBookmarkInterval, "watch-bookmark-interval", time.Minute, "how often watches that allow bookmarks get one")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "bound on every request but watches; past it the request is answered 504")
+	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", 400, "read-only requests served at once before answering 429 (0: no bound)")
+	fs.IntVar(&c.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "mutating requests served at once before answering 429 (0: no bound)")
 	fs.BoolVar(&c.WatchCache, "watch-cache", true, "share one storage watch per resource type among watches that start at a known resourceVersion (decode and encode each event once)")
 	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the namespace lifecycle controller in this process")
 }
@@ -112,6 +121,12 @@ func (c *Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", flag))
 		}
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if c.MaxRequestsInflight < 0 || c.MaxMutatingRequestsInflight < 0 {
+		errs = append(errs, errors.New("--max-requests-inflight and --max-mutating-requests-inflight must not be negative"))
 	}
 	if c.MinRequestTimeout <= 0 {
 		errs = append(errs, errors.New("--min-request-timeout must be positive"))

@@ -101,6 +101,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		Authorizer:        auth.AlwaysAllow{},
 		Logger:            log,
 		MinRequestTimeout: cfg.MinRequestTimeout,
+		RequestTimeout:    cfg.RequestTimeout,
 		BookmarkInterval:  cfg.WatchBookmarkInterval,
 		Version:           Version,
 		Context:           runCtx,
@@ -123,7 +124,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	router.NotFoundHandler = api.NotFound()
 	router.MethodNotAllowedHandler = api.NotFound()
 
-	handler := withRequestID(reqs.wrap(router), log)
+	handler := withRequestID(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(router)), log)
 	handler = otelhttp.NewHandler(handler, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method + " " + spanPath(r.URL.Path)
 	}))

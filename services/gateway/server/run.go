@@ -143,8 +143,8 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		BaseContext:       func(net.Listener) context.Context { return runCtx },
 		// One client (an informer factory, kubectl get -w) multiplexes many watches over one
 		// connection: allow as many streams per connection as upstream does.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 1000},
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: 1000},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	go func() {
 		err := s.http.ServeTLS(s.lis, "", "")

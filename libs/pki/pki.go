@@ -369,3 +369,17 @@ func publicKeysEqual(a, b crypto.PublicKey) bool {
 	}
 	return bytes.Equal(ad, bd)
 }
+
+// LoadPool reads a PEM bundle of CA certificates (a --client-ca-file or --*-ca-file flag) into a
+// pool; a file without any certificate is an error.
+func LoadPool(file string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}

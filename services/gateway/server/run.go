@@ -3,13 +3,11 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"platform.io/libs/naming"
+	"platform.io/libs/pki"
 	"platform.io/libs/storage"
 	"platform.io/services/gateway/apiserver"
 	"platform.io/services/gateway/auth"
@@ -243,7 +242,7 @@ func servingTLS(cfg Config) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
 	}
-	pool, err := loadPool(cfg.ClientCAFile)
+	pool, err := pki.LoadPool(cfg.ClientCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("--client-ca-file: %w", err)
 	}
@@ -256,18 +255,6 @@ func servingTLS(cfg Config) (*tls.Config, error) {
 	}, nil
 }
 
-func loadPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
-}
-
 // dialStorage connects to the storage service (mutual TLS when configured).
 func dialStorage(cfg Config) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
@@ -276,7 +263,7 @@ func dialStorage(cfg Config) (*grpc.ClientConn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--storage-cert-file/--storage-key-file: %w", err)
 		}
-		pool, err := loadPool(cfg.StorageCAFile)
+		pool, err := pki.LoadPool(cfg.StorageCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("--storage-ca-file: %w", err)
 		}

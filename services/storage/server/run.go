@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"platform.io/libs/pki"
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/storage/backend"
@@ -63,7 +62,7 @@ func OpenBackend(ctx context.Context, cfg Config, log *slog.Logger) (backend.Bac
 			opts.Password = strings.TrimSpace(string(b))
 		}
 		if cfg.RedisCAFile != "" {
-			pool, err := loadCAs(cfg.RedisCAFile)
+			pool, err := pki.LoadPool(cfg.RedisCAFile)
 			if err != nil {
 				return nil, fmt.Errorf("--redis-ca-file: %w", err)
 			}
@@ -73,18 +72,6 @@ func OpenBackend(ctx context.Context, cfg Config, log *slog.Logger) (backend.Bac
 		return redisbackend.New(ctx, opts)
 	}
 	return nil, fmt.Errorf("--backend: unknown backend %q", cfg.Backend)
-}
-
-func loadCAs(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, errors.New("no PEM certificates found")
-	}
-	return pool, nil
 }
 
 func serverCredentials(cfg Config) (grpc.ServerOption, error) {
@@ -97,7 +84,7 @@ func serverCredentials(cfg Config) (grpc.ServerOption, error) {
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if cfg.ClientCAFile != "" {
-		pool, err := loadCAs(cfg.ClientCAFile)
+		pool, err := pki.LoadPool(cfg.ClientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("--client-ca-file: %w", err)
 		}

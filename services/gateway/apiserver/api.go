@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -169,7 +168,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
 	case "update":
 		a.update(w, r, info)
 	case "patch":
-		a.writeError(w, r, apierrors.NewMethodNotSupported(info.res.GroupResource(), "patch"))
+		a.patch(w, r, info)
 	case "delete":
 		a.delete(w, r, info)
 	case "deletecollection":

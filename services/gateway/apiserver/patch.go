@@ -1,0 +1,194 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"platform.io/services/gateway/defaults"
+)
+
+// Patch media types.
+const (
+	mediaJSONPatch      = "application/json-patch+json"
+	mediaMergePatch     = "application/merge-patch+json"
+	mediaStrategicPatch = "application/strategic-merge-patch+json"
+)
+
+// patchTypes are the patch media types PATCH accepts, listed in its 415.
+var patchTypes = []string{mediaJSONPatch, mediaMergePatch, mediaStrategicPatch}
+
+// patch serves PATCH on an item or its status: the patch is applied to the current object, the
+// result goes through the stages of an update (decoding with field validation, defaulting,
+// metadata rules, validation) and is stored with compare-and-swap, retried against the newest
+// version unless the patch itself names a resourceVersion.
+func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	out, err := negotiate(r, writeOptions)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	ct := r.Header.Get("Content-Type")
+	mediaType, _, err := mime.ParseMediaType(ct)
+	if err != nil || !contains(patchTypes, mediaType) {
+		a.writeError(w, r, unsupportedMediaType(ct, patchTypes...))
+		return
+	}
+	dry, err := parseDryRun(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	p, err := parsePatch(mediaType, body)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	obj, warnings, err := a.patchObject(r.Context(), info, p, fv, dry)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	addWarnings(w, warnings)
+	a.writeObject(w, r, http.StatusOK, info.res, obj, out)
+}
+
+// parsedPatch is a patch document ready to apply to JSON.
+type parsedPatch struct {
+	mediaType string
+	body      []byte
+	jsonPatch jsonpatch.Patch
+}
+
+// parsePatch checks the patch document itself: malformed documents are 400 before anything is read.
+func parsePatch(mediaType string, body []byte) (*parsedPatch, error) {
+	p := &parsedPatch{mediaType: mediaType, body: body}
+	switch mediaType {
+	case mediaJSONPatch:
+		ops, err := jsonpatch.DecodePatch(body)
+		if err != nil {
+			return nil, apierrors.NewBadRequest("the JSON patch is malformed: " + err.Error())
+		}
+		for i, op := range ops {
+			switch op.Kind() {
+			case "add", "remove", "replace", "move", "copy", "test":
+			default:
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("the JSON patch's operation %d has no valid \"op\" (add, remove, replace, move, copy or test)", i))
+			}
+			if _, err := op.Path(); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("the JSON patch's operation %d has no \"path\"", i))
+			}
+		}
+		p.jsonPatch = ops
+	default:
+		var doc map[string]any
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return nil, apierrors.NewBadRequest("the patch is not a JSON object: " + err.Error())
+		}
+	}
+	return p, nil
+}
+
+// apply applies the patch to an object's JSON. A patch that cannot be applied to this object
+// (a failed test op, a path that does not exist) is 422, as upstream answers.
+func (p *parsedPatch) apply(current []byte, into runtime.Object) ([]byte, error) {
+	var out []byte
+	var err error
+	switch p.mediaType {
+	case mediaJSONPatch:
+		out, err = p.jsonPatch.Apply(current)
+	case mediaMergePatch:
+		out, err = jsonpatch.MergePatch(current, p.body)
+	case mediaStrategicPatch:
+		out, err = strategicpatch.StrategicMergePatch(current, p.body, into)
+	}
+	if err != nil {
+		return nil, newStatusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch cannot be applied to the object: "+err.Error())
+	}
+	return out, nil
+}
+
+// patchObject applies the patch to the newest version of the object and stores the result.
+func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch, fv fieldValidation, dry bool) (runtime.Object, []string, error) {
+	res := info.res
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
+		if err != nil {
+			return nil, nil, err
+		}
+		curJSON, err := json.Marshal(cur)
+		if err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
+		patched, err := p.apply(curJSON, res.New())
+		if err != nil {
+			return nil, nil, err
+		}
+		obj := res.New()
+		strict, err := decodeJSON(patched, obj, false)
+		if err != nil {
+			return nil, nil, apierrors.NewBadRequest(err.Error())
+		}
+		if len(strict) > 0 && fv == validationStrict {
+			return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(strict, ", "))
+		}
+		if fv == validationIgnore {
+			strict = nil
+		}
+		if err := checkKind(obj, res); err != nil {
+			return nil, nil, err
+		}
+		m, curMeta := mustMeta(obj), mustMeta(cur)
+		if m.GetName() != info.name || m.GetNamespace() != curMeta.GetNamespace() {
+			return nil, nil, apierrors.NewBadRequest("a patch cannot change the object's name or namespace")
+		}
+		// A resourceVersion the patch sets is a precondition, as in an update.
+		pinned := m.GetResourceVersion() != curMeta.GetResourceVersion()
+		if pinned {
+			return nil, nil, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
+		}
+		if m.GetUID() != curMeta.GetUID() {
+			return nil, nil, apierrors.NewConflict(res.GroupResource(), info.name,
+				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", m.GetUID(), curMeta.GetUID()))
+		}
+		defaults.Apply(obj)
+		if err := checkRequired(res, obj); err != nil {
+			return nil, nil, err
+		}
+		next, err := prepareUpdate(res, info.subresource, obj, cur)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := validateObjectMeta(res, mustMeta(next)); err != nil {
+			return nil, nil, err
+		}
+		if err := validateKind(res, next, cur); err != nil {
+			return nil, nil, err
+		}
+		stored, err := a.commitUpdate(ctx, res, next, cur, dry)
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		return stored, strict, err
+	}
+	return nil, nil, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+}

@@ -58,6 +58,8 @@ type API struct {
 	hubs      hubs
 	runCtx    context.Context
 	jsonCache *jsonCache
+	// fieldManagers track field ownership (managedFields) and merge server-side apply.
+	fieldManagers fieldManagers
 }
 
 // New builds the resource API.

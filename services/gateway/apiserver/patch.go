@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -24,8 +25,11 @@ const (
 	mediaStrategicPatch = "application/strategic-merge-patch+json"
 )
 
+// mediaApplyPatch is server-side apply (YAML or JSON bodies).
+const mediaApplyPatch = "application/apply-patch+yaml"
+
 // patchTypes are the patch media types PATCH accepts, listed in its 415.
-var patchTypes = []string{mediaJSONPatch, mediaMergePatch, mediaStrategicPatch}
+var patchTypes = []string{mediaJSONPatch, mediaMergePatch, mediaStrategicPatch, mediaApplyPatch}
 
 // patch serves PATCH on an item or its status: the patch is applied to the current object, the
 // result goes through the stages of an update (decoding with field validation, defaulting,
@@ -58,18 +62,55 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, err)
 		return
 	}
+	manager, err := fieldManagerName(r, mediaType == mediaApplyPatch)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if mediaType == mediaApplyPatch {
+		force, err := parseForce(r)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		obj, created, warnings, err := a.applyObject(r.Context(), info, body, manager, force, fv, dry)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		addWarnings(w, warnings)
+		code := http.StatusOK
+		if created {
+			code = http.StatusCreated
+		}
+		a.writeObject(w, r, code, info.res, obj, out)
+		return
+	}
 	p, err := parsePatch(mediaType, body)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	obj, warnings, err := a.patchObject(r.Context(), info, p, fv, dry)
+	obj, warnings, err := a.patchObject(r.Context(), info, p, manager, fv, dry)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	addWarnings(w, warnings)
 	a.writeObject(w, r, http.StatusOK, info.res, obj, out)
+}
+
+// parseForce reads ?force, which only apply may use.
+func parseForce(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("force")
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, apierrors.NewBadRequest("force must be true or false")
+	}
+	return b, nil
 }
 
 // parsedPatch is a patch document ready to apply to JSON.
@@ -128,7 +169,7 @@ func (p *parsedPatch) apply(current []byte, into runtime.Object) ([]byte, error)
 }
 
 // patchObject applies the patch to the newest version of the object and stores the result.
-func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch, fv fieldValidation, dry bool) (runtime.Object, []string, error) {
+func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch, manager string, fv fieldValidation, dry bool) (runtime.Object, []string, error) {
 	res := info.res
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
 		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
@@ -176,6 +217,9 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 		}
 		next, err := prepareUpdate(res, info.subresource, obj, cur)
 		if err != nil {
+			return nil, nil, err
+		}
+		if next, err = a.trackUpdate(res, info.subresource, cur, next, manager); err != nil {
 			return nil, nil, err
 		}
 		if err := validateObjectMeta(res, mustMeta(next)); err != nil {

@@ -56,6 +56,10 @@ type writeRequest struct {
 	obj      runtime.Object
 	meta     metav1.Object
 	warnings []string
+	// manager owns the fields the write sets (managedFields); tracked means the caller (apply)
+	// already recorded ownership.
+	manager string
+	tracked bool
 }
 
 // readWrite negotiates the response and decodes and checks the body of a create or update.
@@ -94,7 +98,11 @@ func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, erro
 	} else {
 		m.SetNamespace("")
 	}
-	return &writeRequest{out: out, dryRun: dry, obj: obj, meta: m, warnings: warnings}, nil
+	manager, err := fieldManagerName(r, false)
+	if err != nil {
+		return nil, err
+	}
+	return &writeRequest{out: out, dryRun: dry, obj: obj, meta: m, warnings: warnings, manager: manager}, nil
 }
 
 // create serves POST on a collection.
@@ -133,6 +141,15 @@ func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writ
 	}
 	for attempt := 0; ; attempt++ {
 		a.prepareCreate(res, wr.obj, wr.meta)
+		if !wr.tracked {
+			live := res.New()
+			live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+			tracked, err := a.trackUpdate(res, "", live, wr.obj, wr.manager)
+			if err != nil {
+				return nil, err
+			}
+			wr.obj, wr.meta, wr.tracked = tracked, mustMeta(tracked), true
+		}
 		if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
 			return nil, err
 		}
@@ -217,6 +234,9 @@ func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequ
 		}
 		next, err := prepareUpdate(res, info.subresource, candidate, cur)
 		if err != nil {
+			return nil, false, err
+		}
+		if next, err = a.trackUpdate(res, info.subresource, cur, next, wr.manager); err != nil {
 			return nil, false, err
 		}
 		nextMeta := mustMeta(next)

@@ -1,0 +1,149 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"platform.io/services/gateway/defaults"
+	"platform.io/services/gateway/registry"
+)
+
+// applyObject is server-side apply: the body is the applier's whole intent for the fields it
+// manages. It is merged into the live object (or into an empty one, creating the object) by
+// the field manager, which records ownership and refuses, unless force is set, to change a
+// field another manager owns (409 naming each field and its manager). The result goes through
+// the update stages and is stored with compare-and-swap, retried against the newest version.
+func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, manager string, force bool, fv fieldValidation, dry bool) (runtime.Object, bool, []string, error) {
+	res := info.res
+	patch, warnings, err := a.parseApplyBody(info, body, fv)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	fm, err := a.fieldManager(res, info.subresource)
+	if err != nil {
+		return nil, false, nil, apierrors.NewInternalError(err)
+	}
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
+		created := apierrors.IsNotFound(err)
+		if err != nil && (!created || info.subresource != "") {
+			return nil, false, nil, err
+		}
+		live := cur
+		if created {
+			live = res.New()
+			live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+			m := mustMeta(live)
+			m.SetName(info.name)
+			m.SetNamespace(info.namespace)
+		}
+		merged, err := fm.Apply(live, patch.DeepCopy(), manager, force)
+		if err != nil {
+			if apierrors.IsConflict(err) {
+				return nil, false, nil, err
+			}
+			var status apierrors.APIStatus
+			if errors.As(err, &status) {
+				return nil, false, nil, err
+			}
+			return nil, false, nil, apierrors.NewBadRequest(err.Error())
+		}
+		obj, err := a.typed(res, merged)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		defaults.Apply(obj)
+		if err := checkRequired(res, obj); err != nil {
+			return nil, false, nil, err
+		}
+		if created {
+			wr := &writeRequest{dryRun: dry, obj: obj, meta: mustMeta(obj), manager: manager, tracked: true}
+			stored, err := a.createObject(ctx, res, wr)
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return stored, err == nil, warnings, err
+		}
+		next, err := prepareUpdate(res, info.subresource, obj, cur)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		mustMeta(next).SetManagedFields(mustMeta(obj).GetManagedFields())
+		if err := validateObjectMeta(res, mustMeta(next)); err != nil {
+			return nil, false, nil, err
+		}
+		if err := validateKind(res, next, cur); err != nil {
+			return nil, false, nil, err
+		}
+		stored, err := a.commitUpdate(ctx, res, next, cur, dry)
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		return stored, false, warnings, err
+	}
+	return nil, false, nil, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+}
+
+// parseApplyBody reads an apply body (YAML or JSON) and checks it is an object of the resource's
+// kind and name, without managedFields; unknown and duplicate fields follow fieldValidation and
+// wrong types are 400, as for every write.
+func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation) (*unstructured.Unstructured, []string, error) {
+	res := info.res
+	data, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest("the apply body is not valid YAML or JSON: " + err.Error())
+	}
+	var content map[string]any
+	if err := json.Unmarshal(data, &content); err != nil || content == nil {
+		return nil, nil, apierrors.NewBadRequest("the apply body must be an object")
+	}
+	u := &unstructured.Unstructured{Object: content}
+	if u.GetAPIVersion() != res.GroupVersion().String() || u.GetKind() != res.Kind {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the apply body must have apiVersion %q and kind %q, not %q and %q",
+			res.GroupVersion().String(), res.Kind, u.GetAPIVersion(), u.GetKind()))
+	}
+	if u.GetName() != info.name {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), info.name))
+	}
+	if ns := u.GetNamespace(); ns != "" && ns != info.namespace {
+		return nil, nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(content, "metadata", "managedFields"); found {
+		return nil, nil, apierrors.NewBadRequest("metadata.managedFields must be nil: an apply body may not carry managedFields")
+	}
+	strict, err := decodeJSON(data, res.New(), false)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
+	}
+	if yamlStrict, err := yaml.YAMLToJSONStrict(body); err != nil && yamlStrict == nil {
+		strict = append(strict, strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+	}
+	switch {
+	case len(strict) > 0 && fv == validationStrict:
+		return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(strict, ", "))
+	case fv == validationIgnore:
+		strict = nil
+	}
+	return u, strict, nil
+}
+
+// typed converts the field manager's result to the resource's Go type.
+func (a *API) typed(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := res.New()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, apierrors.NewBadRequest("the applied object does not fit its kind: " + err.Error())
+	}
+	return out, nil
+}

@@ -154,6 +154,10 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	r = r.WithContext(ctx)
+	if info.subresource == "scale" {
+		a.serveScale(w, r, info)
+		return
+	}
 	switch info.verb {
 	case "get":
 		a.get(w, r, info)

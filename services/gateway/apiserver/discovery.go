@@ -104,9 +104,11 @@ func (a *API) serveResourceList(w http.ResponseWriter, r *http.Request) {
 			if sub == "finalize" {
 				verbs = metav1.Verbs{"update"}
 			}
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: res.Resource + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: verbs,
-			})
+			entry := metav1.APIResource{Name: res.Resource + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: verbs}
+			if sub == "scale" {
+				entry.Group, entry.Version, entry.Kind = registry.ScaleGroupVersionKind.Group, registry.ScaleGroupVersionKind.Version, registry.ScaleGroupVersionKind.Kind
+			}
+			list.APIResources = append(list.APIResources, entry)
 		}
 	}
 	a.writeDiscovery(w, r, list)

@@ -112,3 +112,33 @@ func TestPatchBadInput(t *testing.T) {
 		t.Errorf("warnings %q", w)
 	}
 }
+
+// The scale subresource (autoscaling/v1 Scale over spec.replicas), read, replaced and patched as
+// kubectl scale does; discovery names its kind.
+func TestScaleSubresource(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const deps = "/apis/apps/v1/namespaces/default/deployments"
+	must(t, do(t, e, "POST", deps, deployment("d")), http.StatusCreated)
+	s := must(t, do(t, e, "GET", deps+"/d/scale", nil), http.StatusOK)
+	if s["kind"] != "Scale" || s["apiVersion"] != "autoscaling/v1" || path(s, "spec.replicas") != float64(1) || path(s, "status.selector") != "app=d" {
+		t.Fatalf("scale: %v", s)
+	}
+	s["spec"] = map[string]any{"replicas": 4}
+	if got := must(t, do(t, e, "PUT", deps+"/d/scale", s), http.StatusOK); path(got, "spec.replicas") != float64(4) {
+		t.Errorf("PUT scale: %v", got)
+	}
+	do(t, e, "PUT", deps+"/d/scale", s).status(t, http.StatusConflict, "Conflict") // stale resourceVersion
+	if got := must(t, do(t, e, "PATCH", deps+"/d/scale", `{"spec":{"replicas":6}}`, "Content-Type", mergePatch), http.StatusOK); path(got, "spec.replicas") != float64(6) {
+		t.Errorf("PATCH scale: %v", got)
+	}
+	d := must(t, do(t, e, "GET", deps+"/d", nil), http.StatusOK)
+	if path(d, "spec.replicas") != float64(6) || path(d, "metadata.generation") != float64(3) {
+		t.Errorf("deployment after scaling: replicas %v generation %v", path(d, "spec.replicas"), path(d, "metadata.generation"))
+	}
+	do(t, e, "PATCH", deps+"/d/scale", `{"spec":{"replicas":-1}}`, "Content-Type", mergePatch).status(t, http.StatusUnprocessableEntity, "Invalid")
+	do(t, e, "GET", cms+"/x/scale", nil).status(t, http.StatusNotFound, "NotFound")
+	apps := must(t, do(t, e, "GET", "/apis/apps/v1", nil), http.StatusOK)
+	if sc := find(apps["resources"].([]any), "name", "deployments/scale"); sc == nil || sc["kind"] != "Scale" || sc["group"] != "autoscaling" || sc["version"] != "v1" {
+		t.Errorf("discovery of deployments/scale: %v", sc)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -94,6 +95,12 @@ func New(reg *registry.Registry) (*Handler, error) {
 						return nil, err
 					}
 					roots = append(roots, list)
+				}
+				if res.HasSubresource("scale") {
+					if pb.scaleKind, err = b.ref(reflect.TypeOf(&autoscalingv1.Scale{})); err != nil {
+						return nil, err
+					}
+					roots = append(roots, pb.scaleKind)
 				}
 				pb.addResource(res, kind, list)
 			}

@@ -184,7 +184,11 @@ func TestQueryParamVerifier(t *testing.T) {
 			continue
 		}
 		patches++
-		if !hasGVK(item.Patch.Extensions, schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: item.Patch.Extensions[extGVK].(map[string]any)["kind"].(string)}) {
+		want := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: item.Patch.Extensions[extGVK].(map[string]any)["kind"].(string)}
+		if strings.HasSuffix(p, "/scale") {
+			want = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+		}
+		if !hasGVK(item.Patch.Extensions, want) {
 			t.Errorf("PATCH %s: extension %v", p, item.Patch.Extensions[extGVK])
 		}
 		if item.Patch.Extensions[extAction] != "patch" {
@@ -201,8 +205,8 @@ func TestQueryParamVerifier(t *testing.T) {
 			t.Errorf("PATCH %s: request body %+v", p, item.Patch.RequestBody)
 		}
 	}
-	if patches != 9 { // five kinds, four of them with a status
-		t.Errorf("apps/v1 has %d PATCH operations, want 9", patches)
+	if patches != 12 { // five kinds, four of them with a status, three with a scale
+		t.Errorf("apps/v1 has %d PATCH operations, want 12", patches)
 	}
 	// Deployments: the collection, the item, the status and the all-namespaces list.
 	for p, methods := range map[string]string{

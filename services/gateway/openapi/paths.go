@@ -93,6 +93,8 @@ type pathsBuilder struct {
 	ident  string // CoreV1, AppsV1, RbacAuthorizationV1: the operationId infix
 	tag    string // core_v1, apps_v1, rbacAuthorization_v1
 	paths  obj
+	// scaleKind is the schema name of autoscaling/v1 Scale, for scale subresources.
+	scaleKind string
 }
 
 // camel joins the dot- and dash-separated words of s, each capitalized.
@@ -222,7 +224,19 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 	}
 	for _, sub := range res.Subresources {
 		p := pb.pathItem(item+"/"+sub, itemParams...)
-		pb.itemOperations(p, res, kind, verbs, id, camel(sub), objectResponse)
+		if sub != "scale" {
+			pb.itemOperations(p, res, kind, verbs, id, camel(sub), objectResponse)
+			continue
+		}
+		// The scale subresource speaks autoscaling/v1 Scale.
+		scaleResponse := func(op obj, codes ...string) obj {
+			for _, c := range codes {
+				respond(op, c, response(statusText[c], pb.scaleKind, objectMediaTypes...))
+			}
+			op[extGVK] = gvkObject(registry.ScaleGroupVersionKind)
+			return op
+		}
+		pb.itemOperations(p, res, pb.scaleKind, verbs, id, camel(sub), scaleResponse)
 	}
 }
 

@@ -30,6 +30,8 @@ type kindInfo struct {
 	shortNames, categories []string
 	// virtual kinds are operations (create only); skip kinds are not served at all.
 	virtual, skip bool
+	// scale kinds have the scale subresource (autoscaling/v1 Scale over spec.replicas).
+	scale bool
 }
 
 // catalogEntry is one upstream group version that the gateway serves under Platform's group name.
@@ -63,16 +65,16 @@ var catalog = []catalogEntry{
 		"Event":                 {shortNames: []string{"ev"}},
 		"LimitRange":            {shortNames: []string{"limits"}},
 		"ResourceQuota":         {shortNames: []string{"quota"}},
-		"ReplicationController": {shortNames: []string{"rc"}, categories: all},
+		"ReplicationController": {shortNames: []string{"rc"}, categories: all, scale: true},
 		// Deprecated upstream, and its answer is computed from components Platform does not have.
 		"ComponentStatus": {skip: true},
 		// Not resources: option and helper kinds that happen to have lists.
 		"List": {skip: true}, "APIGroup": {skip: true},
 	}},
 	{upstream: appsv1.SchemeGroupVersion, install: appsv1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{
-		"Deployment":  {shortNames: []string{"deploy"}, categories: all},
-		"ReplicaSet":  {shortNames: []string{"rs"}, categories: all},
-		"StatefulSet": {shortNames: []string{"sts"}, categories: all},
+		"Deployment":  {shortNames: []string{"deploy"}, categories: all, scale: true},
+		"ReplicaSet":  {shortNames: []string{"rs"}, categories: all, scale: true},
+		"StatefulSet": {shortNames: []string{"sts"}, categories: all, scale: true},
 		"DaemonSet":   {shortNames: []string{"ds"}, categories: all},
 	}},
 	{upstream: batchv1.SchemeGroupVersion, install: batchv1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -180,6 +181,9 @@ func (r *Registry) Resources() []*Resource {
 	return out
 }
 
+// ScaleGroupVersionKind is the kind of every scale subresource.
+var ScaleGroupVersionKind = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+
 // MetaGroupVersion is meta.platform.io/v1, the group version of Table and PartialObjectMetadata.
 var MetaGroupVersion = schema.GroupVersion{Group: naming.MetaGroup, Version: "v1"}
 
@@ -199,6 +203,8 @@ func New(runtimeConfig RuntimeConfig) (*Registry, error) {
 		metav1.AddToGroupVersion(reg.Scheme, gv)
 	}
 	metav1.AddToGroupVersion(reg.Scheme, schema.GroupVersion{Version: "v1"})
+	// The scale subresource speaks autoscaling/v1 Scale, whatever group its parent is in.
+	reg.Scheme.AddKnownTypes(ScaleGroupVersionKind.GroupVersion(), &autoscalingv1.Scale{})
 	if err := runtimeConfig.check(); err != nil {
 		return nil, err
 	}
@@ -267,6 +273,9 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 					res.Subresources = append(res.Subresources, "status")
 				}
 			}
+		}
+		if info.scale {
+			res.Subresources = append(res.Subresources, "scale")
 		}
 		served.Resources = append(served.Resources, res)
 		r.byGVR[res.GroupVersionResource] = res

@@ -1,0 +1,231 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"platform.io/services/gateway/registry"
+)
+
+// The scale subresource of deployments, replicasets, statefulsets and replicationcontrollers:
+// an autoscaling/v1 Scale over the parent's spec.replicas (what kubectl scale and autoscalers
+// use). GET reads it; PUT and PATCH (JSON, merge or strategic merge) change the replicas only.
+
+// replicasOf returns a scalable object's desired and current replicas and its selector.
+func replicasOf(obj runtime.Object) (spec, status int32, selector string, err error) {
+	one := func(p *int32) int32 {
+		if p == nil {
+			return 1
+		}
+		return *p
+	}
+	asString := func(ls *metav1.LabelSelector) (string, error) {
+		if ls == nil {
+			return "", nil
+		}
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return "", err
+		}
+		return s.String(), nil
+	}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		selector, err = asString(o.Spec.Selector)
+		return one(o.Spec.Replicas), o.Status.Replicas, selector, err
+	case *appsv1.ReplicaSet:
+		selector, err = asString(o.Spec.Selector)
+		return one(o.Spec.Replicas), o.Status.Replicas, selector, err
+	case *appsv1.StatefulSet:
+		selector, err = asString(o.Spec.Selector)
+		return one(o.Spec.Replicas), o.Status.Replicas, selector, err
+	case *corev1.ReplicationController:
+		return one(o.Spec.Replicas), o.Status.Replicas, labels.SelectorFromSet(o.Spec.Selector).String(), nil
+	}
+	return 0, 0, "", fmt.Errorf("%T has no scale subresource", obj)
+}
+
+// setReplicas sets a scalable object's spec.replicas.
+func setReplicas(obj runtime.Object, n int32) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Spec.Replicas = &n
+	case *appsv1.ReplicaSet:
+		o.Spec.Replicas = &n
+	case *appsv1.StatefulSet:
+		o.Spec.Replicas = &n
+	case *corev1.ReplicationController:
+		o.Spec.Replicas = &n
+	}
+}
+
+// scaleOf builds the Scale of a stored object.
+func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	spec, status, selector, err := replicasOf(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	m := mustMeta(obj)
+	s := &autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
+			ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp()},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: spec},
+		Status: autoscalingv1.ScaleStatus{Replicas: status, Selector: selector},
+	}
+	s.SetGroupVersionKind(registry.ScaleGroupVersionKind)
+	return s, nil
+}
+
+// serveScale handles get, update and patch of the scale subresource.
+func (a *API) serveScale(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	out, err := negotiate(r, writeOptions)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	var s *autoscalingv1.Scale
+	switch info.verb {
+	case "get":
+		cur, err := a.getCurrent(r.Context(), info.res, info.namespace, info.name)
+		if err == nil {
+			s, err = scaleOf(cur)
+		}
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	case "update", "patch":
+		s, err = a.writeScale(r, info)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	default:
+		a.writeError(w, r, apierrors.NewMethodNotSupported(info.res.GroupResource(), info.verb))
+		return
+	}
+	body, err := a.codec.encode(s, out)
+	if err != nil {
+		a.writeError(w, r, apierrors.NewInternalError(err))
+		return
+	}
+	writeBody(w, r, http.StatusOK, out.mediaType, body)
+}
+
+// writeScale sets the parent's replicas from a PUT body or a patch of the current Scale.
+func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Scale, error) {
+	dry, err := parseDryRun(r)
+	if err != nil {
+		return nil, err
+	}
+	manager, err := fieldManagerName(r, false)
+	if err != nil {
+		return nil, err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		mediaType = mediaJSON
+	}
+	var p *parsedPatch
+	if info.verb == "patch" {
+		if mediaType == mediaApplyPatch || !contains(patchTypes, mediaType) {
+			return nil, unsupportedMediaType(mediaType, mediaJSONPatch, mediaMergePatch, mediaStrategicPatch)
+		}
+		if p, err = parsePatch(mediaType, body); err != nil {
+			return nil, err
+		}
+	}
+	ctx := r.Context()
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := a.getCurrent(ctx, info.res, info.namespace, info.name)
+		if err != nil {
+			return nil, err
+		}
+		curScale, err := scaleOf(cur)
+		if err != nil {
+			return nil, err
+		}
+		want, err := a.requestedScale(mediaType, body, p, curScale)
+		if err != nil {
+			return nil, err
+		}
+		if want.Name != "" && want.Name != info.name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, info.name))
+		}
+		if want.Spec.Replicas < 0 {
+			return nil, apierrors.NewInvalid(registry.ScaleGroupVersionKind.GroupKind(), info.name, field.ErrorList{
+				field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0"),
+			})
+		}
+		pinned := want.ResourceVersion != "" && want.ResourceVersion != curScale.ResourceVersion
+		if pinned {
+			return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
+		}
+		next := cur.DeepCopyObject()
+		setReplicas(next, want.Spec.Replicas)
+		next, err = prepareUpdate(info.res, "", next, cur)
+		if err != nil {
+			return nil, err
+		}
+		if next, err = a.trackUpdate(info.res, "", cur, next, manager); err != nil {
+			return nil, err
+		}
+		stored, err := a.commitUpdate(ctx, info.res, next, cur, dry)
+		if apierrors.IsConflict(err) && want.ResourceVersion == "" {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return scaleOf(stored)
+	}
+	return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+}
+
+// requestedScale is the Scale the request asks for: the PUT body, or the patch applied to the
+// current Scale.
+func (a *API) requestedScale(mediaType string, body []byte, p *parsedPatch, cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+	want := &autoscalingv1.Scale{}
+	if p != nil {
+		curJSON, err := json.Marshal(cur)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		patched, err := p.apply(curJSON, &autoscalingv1.Scale{})
+		if err != nil {
+			return nil, err
+		}
+		body, mediaType = patched, mediaJSON
+	}
+	var err error
+	switch mediaType {
+	case mediaProtobuf, mediaUpstreamProtobuf:
+		err = a.codec.decodeProtobuf(body, want)
+	case mediaYAML:
+		_, err = decodeJSON(body, want, true)
+	default:
+		_, err = decodeJSON(body, want, false)
+	}
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if k := want.Kind; k != "" && k != "Scale" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body must be a Scale, not %s", k))
+	}
+	return want, nil
+}

@@ -217,3 +217,67 @@ func TestApplyRules(t *testing.T) {
 		t.Errorf("status apply: status %v spec.replicas %v", st["status"], path(st, "spec.replicas"))
 	}
 }
+
+// Issue 4 "Merge behaviour from the schema markers": built-in kinds merge by their real schemas:
+// containers are a map list keyed by name (two appliers keep each other's entries), a
+// container's args are an atomic list (the last applier replaces it whole and owns it alone),
+// and a granular map (labels) is owned key by key.
+func TestApplySchemaMarkers(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const url = "/apis/apps/v1/namespaces/default/deployments/m"
+	dep := func(containers ...map[string]any) []byte {
+		d := deployment("m")
+		d["spec"].(map[string]any)["template"].(map[string]any)["spec"] = map[string]any{"containers": containers}
+		b, _ := json.Marshal(d)
+		return b
+	}
+	c := func(name string, args ...string) map[string]any {
+		return map[string]any{"name": name, "image": "busybox", "args": args}
+	}
+	must(t, do(t, e, "PATCH", url+"?fieldManager=a", dep(c("main", "x", "y")), "Content-Type", applyType), http.StatusCreated)
+	got := must(t, do(t, e, "PATCH", url+"?fieldManager=b", dep(c("sidecar")), "Content-Type", applyType), http.StatusOK)
+	if n := len(path(got, "spec.template.spec.containers").([]any)); n != 2 {
+		t.Fatalf("map list keyed by name: %d containers after two appliers, want 2", n)
+	}
+	// b changing main's atomic args conflicts with a (the whole list is one field)...
+	do(t, e, "PATCH", url+"?fieldManager=b", dep(c("sidecar"), c("main", "z")), "Content-Type", applyType).status(t, http.StatusConflict, "Conflict")
+	// ...and with force b replaces the list whole.
+	got = must(t, do(t, e, "PATCH", url+"?fieldManager=b&force=true", dep(c("sidecar"), c("main", "z")), "Content-Type", applyType), http.StatusOK)
+	for _, x := range path(got, "spec.template.spec.containers").([]any) {
+		if m := x.(map[string]any); m["name"] == "main" {
+			if args := m["args"].([]any); len(args) != 1 || args[0] != "z" {
+				t.Errorf("atomic list after forced apply: %v", args)
+			}
+		}
+	}
+	// Labels are granular: two managers own different keys of one map.
+	must(t, do(t, e, "PATCH", cms+"/lbl?fieldManager=a", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"lbl","labels":{"a":"1"}}}`, "Content-Type", applyType), http.StatusCreated)
+	got = must(t, do(t, e, "PATCH", cms+"/lbl?fieldManager=b", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"lbl","labels":{"b":"2"}}}`, "Content-Type", applyType), http.StatusOK)
+	if path(got, "metadata.labels.a") != "1" || path(got, "metadata.labels.b") != "2" {
+		t.Errorf("granular map: %v", path(got, "metadata.labels"))
+	}
+}
+
+// Dry-run works with every patch type: the answer shows the result, nothing is stored.
+func TestDryRunEveryPatchType(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	before := must(t, do(t, e, "POST", cms, configMap("d", map[string]string{"a": "1"})), http.StatusCreated)
+	for ct, body := range map[string]string{
+		jsonPatch:      `[{"op":"replace","path":"/data/a","value":"2"}]`,
+		mergePatch:     `{"data":{"a":"2"}}`,
+		strategicPatch: `{"data":{"a":"2"}}`,
+		applyType:      `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"},"data":{"a":"2"}}`,
+	} {
+		r := must(t, do(t, e, "PATCH", cms+"/d?dryRun=All&fieldManager=dry&force=true", body, "Content-Type", ct), http.StatusOK)
+		if path(r, "data.a") != "2" {
+			t.Errorf("%s dry-run answer: %v", ct, r["data"])
+		}
+	}
+	after := must(t, do(t, e, "GET", cms+"/d", nil), http.StatusOK)
+	if path(after, "metadata.resourceVersion") != path(before, "metadata.resourceVersion") || path(after, "data.a") != "1" {
+		t.Errorf("a dry-run patch was stored: %v", after)
+	}
+	// A dry-run apply of a new object creates nothing.
+	must(t, do(t, e, "PATCH", cms+"/new?dryRun=All&fieldManager=dry", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new"}}`, "Content-Type", applyType), http.StatusCreated)
+	do(t, e, "GET", cms+"/new", nil).status(t, http.StatusNotFound, "NotFound")
+}

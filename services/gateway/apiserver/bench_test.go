@@ -93,3 +93,44 @@ func BenchmarkList2000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMergePatch is a merge patch of one of 100 ConfigMaps per op (8 parallel clients).
+func BenchmarkMergePatch(b *testing.B) {
+	benchWrite(b, "application/merge-patch+json", func(i int64) []byte {
+		return []byte(fmt.Sprintf(`{"data":{"counter":"%d"}}`, i))
+	})
+}
+
+// BenchmarkApply is a server-side apply of one of 100 ConfigMaps per op (8 parallel clients).
+func BenchmarkApply(b *testing.B) {
+	benchWrite(b, "application/apply-patch+yaml", func(i int64) []byte {
+		return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d"},"data":{"key1":"value-one","counter":"%d"}}`, i%100, i))
+	})
+}
+
+func benchWrite(b *testing.B, contentType string, body func(int64) []byte) {
+	e := benchEnv(b)
+	for i := 0; i < 100; i++ {
+		post(b, e.Admin, e.URL+cms, cmBody(fmt.Sprintf("cm-%d", i)))
+	}
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s%s/cm-%d?fieldManager=bench", e.URL, cms, i%100), bytes.NewReader(body(i)))
+			req.Header.Set("Content-Type", contentType)
+			resp, err := e.Admin.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("%s: %d", contentType, resp.StatusCode)
+			}
+		}
+	})
+}

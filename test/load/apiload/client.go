@@ -246,6 +246,11 @@ func (e *statusError) Error() string {
 // do sends a request, reads the whole answer into buf (reset first) and checks that its status
 // is want. The body, if any, is JSON.
 func (a *apiClient) do(ctx context.Context, method, path string, body []byte, want int, buf *bytes.Buffer) error {
+	return a.doAs(ctx, method, path, "application/json", body, want, buf)
+}
+
+// doAs is do with a body of the given Content-Type (patches).
+func (a *apiClient) doAs(ctx context.Context, method, path, contentType string, body []byte, want int, buf *bytes.Buffer) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -258,7 +263,7 @@ func (a *apiClient) do(ctx context.Context, method, path string, body []byte, wa
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := a.hc.Do(req)
 	if err != nil {

@@ -65,7 +65,7 @@ const (
 )
 
 // allScenarios in the order --scenario=all runs them.
-var allScenarios = []string{"create", "get", "list", "watch"}
+var allScenarios = []string{"create", "get", "patch", "apply", "list", "watch"}
 
 // options are the command's flags.
 type options struct {
@@ -97,7 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.keyFile, "key-file", "", "client key, PEM (overrides the kubeconfig's)")
 	fs.StringVar(&o.start, "start", "", "start the system instead, in a temporary directory: split or allinone")
 	clients := fs.String("clients", "16", "concurrent clients; a comma-separated list runs each scenario once per count")
-	scenario := fs.String("scenario", "all", "create, get, list, watch, or all; a comma-separated list runs several")
+	scenario := fs.String("scenario", "all", "create, get, patch, apply, list, watch, or all; a comma-separated list runs several")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "time each run warms up before it measures")
 	fs.IntVar(&o.objects, "objects", 2000, "list: the number of ConfigMaps listed")
@@ -182,7 +182,7 @@ func parseScenarios(s string) ([]string, error) {
 		case slices.Contains(allScenarios, f):
 			add = []string{f}
 		default:
-			return nil, fmt.Errorf("--scenario %q: want create, get, list, watch or all, comma-separated", s)
+			return nil, fmt.Errorf("--scenario %q: want create, get, patch, apply, list, watch or all, comma-separated", s)
 		}
 		for _, a := range add {
 			if !slices.Contains(out, a) {

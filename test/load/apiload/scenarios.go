@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,6 +270,8 @@ func (r *runner) run(ctx context.Context) error {
 			err = r.runCreate(ctx, ns)
 		case "get":
 			err = r.runGet(ctx, ns)
+		case "patch", "apply":
+			err = r.runPatch(ctx, ns, sc)
 		case "list":
 			err = r.runList(ctx, ns)
 		case "watch":
@@ -317,6 +320,36 @@ func (r *runner) runGet(ctx context.Context, ns string) error {
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "get", n, func(ctx context.Context, w *worker, i int) error {
 			return r.api.do(ctx, http.MethodGet, paths[(w.id*getSetSize/n+i)%len(paths)], nil, http.StatusOK, &w.buf)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runPatch: every client changes a set of getSetSize ConfigMaps round-robin, with a merge patch
+// ("patch") or a server-side apply of the whole object by one field manager ("apply").
+func (r *runner) runPatch(ctx context.Context, ns, kind string) error {
+	paths, err := r.createConfigMaps(ctx, ns, kind, getSetSize)
+	if err != nil {
+		return err
+	}
+	contentType := "application/merge-patch+json"
+	if kind == "apply" {
+		contentType = "application/apply-patch+yaml"
+	}
+	for _, n := range r.o.clients {
+		err := r.drive(ctx, kind, n, func(ctx context.Context, w *worker, i int) error {
+			p := paths[(w.id*getSetSize/n+i)%len(paths)]
+			if kind == "apply" {
+				name := p[strings.LastIndex(p, "/")+1:]
+				w.body = fmt.Appendf(w.body[:0], `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"key":"value","counter":"%d-%d"}}`, name, w.id, i)
+				p += "?fieldManager=apiload&force=true"
+			} else {
+				w.body = fmt.Appendf(w.body[:0], `{"data":{"counter":"%d-%d"}}`, w.id, i)
+			}
+			return r.api.doAs(ctx, http.MethodPatch, p, contentType, w.body, http.StatusOK, &w.buf)
 		})
 		if err != nil {
 			return err

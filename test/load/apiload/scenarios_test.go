@@ -67,7 +67,7 @@ func TestParseLists(t *testing.T) {
 			t.Errorf("parseClients(%q) accepted", bad)
 		}
 	}
-	if got, err := parseScenarios("list,all,create"); err != nil || strings.Join(got, ",") != "list,create,get,watch" {
+	if got, err := parseScenarios("list,all,create"); err != nil || strings.Join(got, ",") != "list,create,get,patch,apply,watch" {
 		t.Errorf("parseScenarios = %v, %v", got, err)
 	}
 	for _, bad := range []string{"", "cas", "get,"} {

@@ -268,7 +268,11 @@ func TestDryRunEveryPatchType(t *testing.T) {
 		strategicPatch: `{"data":{"a":"2"}}`,
 		applyType:      `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"},"data":{"a":"2"}}`,
 	} {
-		r := must(t, do(t, e, "PATCH", cms+"/d?dryRun=All&fieldManager=dry&force=true", body, "Content-Type", ct), http.StatusOK)
+		q := "?dryRun=All&fieldManager=dry"
+		if ct == applyType {
+			q += "&force=true"
+		}
+		r := must(t, do(t, e, "PATCH", cms+"/d"+q, body, "Content-Type", ct), http.StatusOK)
 		if path(r, "data.a") != "2" {
 			t.Errorf("%s dry-run answer: %v", ct, r["data"])
 		}
@@ -277,6 +281,8 @@ func TestDryRunEveryPatchType(t *testing.T) {
 	if path(after, "metadata.resourceVersion") != path(before, "metadata.resourceVersion") || path(after, "data.a") != "1" {
 		t.Errorf("a dry-run patch was stored: %v", after)
 	}
+	// force is for apply only.
+	do(t, e, "PATCH", cms+"/d?force=true", `{"data":{"a":"3"}}`, "Content-Type", mergePatch).status(t, http.StatusUnprocessableEntity, "Invalid")
 	// A dry-run apply of a new object creates nothing.
 	must(t, do(t, e, "PATCH", cms+"/new?dryRun=All&fieldManager=dry", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new"}}`, "Content-Type", applyType), http.StatusCreated)
 	do(t, e, "GET", cms+"/new", nil).status(t, http.StatusNotFound, "NotFound")

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/services/gateway/defaults"
 )
@@ -84,6 +85,12 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 			code = http.StatusCreated
 		}
 		a.writeObject(w, r, code, info.res, obj, out)
+		return
+	}
+	if r.URL.Query().Has("force") {
+		a.writeError(w, r, apierrors.NewInvalid(metav1.SchemeGroupVersion.WithKind("PatchOptions").GroupKind(), "", field.ErrorList{
+			field.Forbidden(field.NewPath("force"), "may not be specified for non-apply patch"),
+		}))
 		return
 	}
 	p, err := parsePatch(mediaType, body)

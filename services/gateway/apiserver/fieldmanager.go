@@ -55,7 +55,16 @@ func (a *API) fieldManager(res *registry.Resource, subresource string) (*managed
 	if fm, ok := fms.byKey[k]; ok {
 		return fm, nil
 	}
-	fm, err := managedfields.NewDefaultFieldManager(fms.converter, runtime.UnsafeObjectConvertor(a.reg.Scheme), defaulter{}, a.reg.Scheme,
+	converter := fms.converter
+	probe := res.New()
+	probe.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+	if _, err := converter.ObjectToTyped(probe); err != nil {
+		// Kinds outside k8s.io/api (CustomResourceDefinition) have no schema in client-go's
+		// models: their ownership is tracked on the schema deduced from the object, as upstream
+		// does for objects without one (structs are granular, lists atomic).
+		converter = managedfields.NewDeducedTypeConverter()
+	}
+	fm, err := managedfields.NewDefaultFieldManager(converter, runtime.UnsafeObjectConvertor(a.reg.Scheme), defaulter{}, a.reg.Scheme,
 		res.GroupVersionKind(), res.GroupVersion(), subresource, resetFields(res, subresource))
 	if err != nil {
 		return nil, err

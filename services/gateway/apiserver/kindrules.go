@@ -2,10 +2,12 @@ package apiserver
 
 import (
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"platform.io/services/gateway/crd"
 	"platform.io/services/gateway/registry"
 )
 
@@ -16,6 +18,9 @@ func validateKind(res *registry.Resource, obj, old runtime.Object) error {
 	switch o := obj.(type) {
 	case *eventsv1.Event:
 		errs = validateEvent(o, old == nil)
+	case *apiextensionsv1.CustomResourceDefinition:
+		prev, _ := old.(*apiextensionsv1.CustomResourceDefinition)
+		errs = crd.Validate(o, prev)
 	}
 	if len(errs) == 0 {
 		return nil

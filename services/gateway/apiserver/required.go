@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -99,8 +100,13 @@ func holdsStructs(t reflect.Type) bool {
 	return false
 }
 
-// checkRequired reports every missing required field of obj as one 400.
+// checkRequired reports every missing required field of obj as one 400. CustomResourceDefinitions
+// are left to their own validation, which reports missing fields with every other cause in one
+// 422, as their v1 rules require.
 func checkRequired(res *registry.Resource, obj runtime.Object) error {
+	if _, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		return nil
+	}
 	var errs field.ErrorList
 	walkRequired(reflect.ValueOf(obj).Elem(), nil, &errs)
 	if len(errs) == 0 {

@@ -140,3 +140,38 @@ func TestEventsV1Rules(t *testing.T) {
 	}
 	do(t, e, "GET", events+"/e2", nil).status(t, http.StatusNotFound, "NotFound")
 }
+
+// Issue 5 "Bad input": a CRD with a non-structural schema, an invalid name or a second storage
+// version is a 422 listing each cause, and nothing is stored; a valid one is stored.
+func TestCRDValidation(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const crds = "/apis/apiextensions.platform.io/v1/customresourcedefinitions"
+	good := `{"apiVersion":"apiextensions.platform.io/v1","kind":"CustomResourceDefinition",
+	  "metadata":{"name":"widgets.example.com"},
+	  "spec":{"group":"example.com","scope":"Namespaced",
+	    "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},
+	    "versions":[{"name":"v1","served":true,"storage":true,
+	      "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"size":{"type":"integer"}}}}}}}]}}`
+	created := must(t, do(t, e, "POST", crds, good), http.StatusCreated)
+	if path(created, "spec.conversion.strategy") != "None" {
+		t.Errorf("CRD defaults not applied: %v", path(created, "spec.conversion"))
+	}
+	if mf, _ := path(created, "metadata.managedFields").([]any); len(mf) != 1 {
+		t.Errorf("CRD managedFields (deduced schema): %v", path(created, "metadata.managedFields"))
+	}
+	bad := strings.NewReplacer(
+		`"name":"widgets.example.com"`, `"name":"gadgets.example.com"`,
+		`"plural":"widgets"`, `"plural":"gadgets"`,
+		`"scope":"Namespaced",`, ``,
+		`{"size":{"type":"integer"}}`, `{"size":{"description":"no type"}}`,
+		`"storage":true,`, `"storage":true,"deprecated":false,`,
+	).Replace(good)
+	bad = strings.Replace(bad, `]}}`, `,{"name":"v2","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object"}}}]}}`, 1)
+	msg := do(t, e, "POST", crds, bad).status(t, http.StatusUnprocessableEntity, "Invalid")
+	for _, want := range []string{"spec.scope", "must have exactly one version marked as storage version", "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("422 message does not report %q:\n%s", want, msg)
+		}
+	}
+	do(t, e, "GET", crds+"/gadgets.example.com", nil).status(t, http.StatusNotFound, "NotFound")
+}

@@ -1,0 +1,22 @@
+// Package crd validates CustomResourceDefinition objects
+// (apiextensions.platform.io/v1) against the v1 rules before they are
+// persisted.
+//
+// Validate is the entry point used on create and update: it returns every
+// violation it finds (never stopping at the first one) as a field.ErrorList,
+// which the caller turns into a 422 Invalid Status. The field paths and
+// messages follow the ones an upstream Kubernetes API server reports for the
+// same mistakes, e.g.
+//
+//	spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields
+//
+// ValidateStructural checks only that an OpenAPI v3 schema is structural and
+// is exported so the code serving custom resources can reuse it.
+//
+// ValidateNamesNotTaken is a separate check that needs the other stored CRDs
+// and so is not part of Validate.
+//
+// The package deliberately builds on the apiextensions v1 Go types and on
+// k8s.io/apimachinery only; it does not use the upstream apiextensions
+// apiserver or its validation packages.
+package crd

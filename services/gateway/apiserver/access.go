@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"platform.io/libs/naming"
 	"platform.io/services/gateway/auth"
 )
 
@@ -84,7 +85,7 @@ func (a *API) impersonate(r *http.Request, u *auth.User) (*auth.User, error) {
 			attrs.Namespace, attrs.Name = ns, sa
 		}
 		if resource == "userextras" || resource == "uids" {
-			attrs.APIGroup = "authentication.k8s.io"
+			attrs.APIGroup = naming.Group("authentication.k8s.io")
 		}
 		d, reason, err := a.authz.Authorize(r.Context(), attrs)
 		if err != nil || d != auth.DecisionAllow {

@@ -14,14 +14,12 @@ import (
 	"platform.io/services/gateway/registry"
 )
 
-// readOptions are the negotiation options for reads of res.
-func readOptions(res *registry.Resource) negotiateOptions {
-	return negotiateOptions{protobuf: true, table: true, yaml: true}
-}
+// readOptions are the negotiation options for reads of objects and collections.
+var readOptions = negotiateOptions{protobuf: true, table: true, yaml: true}
 
 // get serves GET on an item (and on its status subresource, which reads the whole object).
 func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, readOptions(info.res))
+	out, err := negotiate(r, readOptions)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -107,7 +105,7 @@ func parseListParams(r *http.Request, res *registry.Resource) (listParams, error
 
 // list serves GET on a collection: one namespace's, or across all namespaces.
 func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, readOptions(info.res))
+	out, err := negotiate(r, readOptions)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -88,6 +88,15 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	started := false
+	defer func() {
+		if !started {
+			cancel()
+			if s.conn != nil {
+				_ = s.conn.Close()
+			}
+		}
+	}()
 	s.health = health.New(health.Options{LivezGracePeriod: cfg.LivezGracePeriod, Start: time.Now(), Logger: log, LogHealthy: opts.LogHealthy})
 	s.health.AddHealthz(health.Ping(), health.Log(), storageCheck(storageConn))
 	s.health.AddLivez(health.Ping(), health.Log(), storageCheck(storageConn))
@@ -112,10 +121,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reqs := newRequestMetrics(metrics)
-	router.Handle("/metrics", requireUser(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}), api))
+	router.Handle("/metrics", api.Authenticated(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})))
 	oa, err := openapi.New(reg)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
 	oa.Install(router, api.Authenticated)
@@ -131,9 +139,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 
 	s.lis, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort)))
 	if err != nil {
-		cancel()
 		return nil, fmt.Errorf("--bind-address/--secure-port: %w", err)
 	}
+	started = true
 	s.http = &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsConfig,
@@ -327,11 +335,6 @@ func withPanicRecovery(next http.Handler, log *slog.Logger) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// requireUser serves h only to authenticated callers.
-func requireUser(h http.Handler, api *apiserver.API) http.Handler {
-	return api.Authenticated(h)
 }
 
 // spanPath keeps span names low-cardinality: the group version and resource, not names.

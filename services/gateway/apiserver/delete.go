@@ -283,7 +283,7 @@ func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, info *req
 			continue
 		}
 		obj, _, err := a.deleteObject(r.Context(), info.res, m.GetNamespace(), m.GetName(), opts)
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && info.res.Resource == "namespaces" {
+		if apierrors.IsNotFound(err) || (apierrors.IsConflict(err) && info.res.Resource == "namespaces") {
 			continue
 		}
 		if err != nil {

@@ -34,9 +34,6 @@ func fillLabels(ctx context.Context, info *requestInfo) {
 	default:
 		l.Scope = "cluster"
 	}
-	if info.verb == "list" && info.namespace == "" && info.res.Namespaced {
-		l.Scope = "cluster"
-	}
 }
 
 type auditIDKey struct{}

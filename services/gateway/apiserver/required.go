@@ -27,8 +27,6 @@ var optionalWithoutOmitempty = map[string]bool{
 	"Event.reportingInstance":     true,
 	"ContainerImage.names":        true,
 	"StatefulSetSpec.serviceName": true,
-	"ManagedFieldsEntry.time":     true,
-	"ObjectReference.kind":        true,
 }
 
 // requiredField is one required field of a struct type.

@@ -40,9 +40,8 @@ func (a *API) review(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 		a.writeError(w, r, apierrors.NewMethodNotSupported(info.res.GroupResource(), "create"))
 		return
 	}
-	m := mustMeta(wr.obj)
-	m.SetCreationTimestamp(m.GetCreationTimestamp())
-	m.SetUID(types.UID(""))
+	// Nothing is stored: the answer carries no server-assigned identity.
+	mustMeta(wr.obj).SetUID(types.UID(""))
 	addWarnings(w, wr.warnings)
 	a.writeObject(w, r, http.StatusCreated, info.res, wr.obj, wr.out)
 }

@@ -119,7 +119,7 @@ type Registry struct {
 	Scheme *runtime.Scheme
 	groups []*Group
 	byGVR  map[schema.GroupVersionResource]*Resource
-	// byGroupResource finds a resource by group and plural, short name or kind (for kubectl-like lookups).
+	// byType finds the resource of an object by its Go type.
 	byType map[reflect.Type]*Resource
 }
 

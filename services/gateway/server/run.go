@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ import (
 )
 
 // Version is what /version reports: the upstream API level the gateway serves.
-var Version = version.Info{Major: "1", Minor: "33", GitVersion: "v1.33.0+" + naming.Product, Platform: "linux/amd64"}
+var Version = version.Info{Major: "1", Minor: "33", GitVersion: "v1.33.0+" + naming.Product, Platform: runtime.GOOS + "/" + runtime.GOARCH}
 
 // Options are what an embedding process (the all-in-one) hands the gateway instead of flags.
 type Options struct {

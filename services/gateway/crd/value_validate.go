@@ -361,38 +361,38 @@ func valueValidateObject(s *apiextensionsv1.JSONSchemaProps, x map[string]any, p
 // resource as upstream does: both are required, apiVersion must be a
 // group/version and kind a DNS-1035 label but for its case.
 func valueValidateEmbedded(x map[string]any, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if v, ok := x["apiVersion"]; !ok {
-		errs = append(errs, field.Required(p.Child("apiVersion"), "must not be empty"))
-	} else {
-		fp := p.Child("apiVersion")
-		s, isString := v.(string)
-		switch {
-		case !isString:
-			errs = append(errs, field.Invalid(fp, valueForError(v), "must be a string"))
-		case s == "":
-			errs = append(errs, field.Invalid(fp, s, "must not be empty"))
-		default:
-			if _, err := schema.ParseGroupVersion(s); err != nil {
-				errs = append(errs, field.Invalid(fp, s, err.Error()))
-			}
+	errs := valueValidateTypeField(x, "apiVersion", p, func(s string) []string {
+		if _, err := schema.ParseGroupVersion(s); err != nil {
+			return []string{err.Error()}
 		}
+		return nil
+	})
+	return append(errs, valueValidateTypeField(x, "kind", p, func(s string) []string {
+		if msgs := utilvalidation.IsDNS1035Label(strings.ToLower(s)); len(msgs) > 0 {
+			return []string{"may have mixed case, but should otherwise match: " + strings.Join(msgs, ",")}
+		}
+		return nil
+	})...)
+}
+
+// valueValidateTypeField checks one of an embedded resource's apiVersion and kind: present, a
+// non-empty string, and well-formed by check.
+func valueValidateTypeField(x map[string]any, name string, p *field.Path, check func(string) []string) field.ErrorList {
+	v, ok := x[name]
+	if !ok {
+		return field.ErrorList{field.Required(p.Child(name), "must not be empty")}
 	}
-	if v, ok := x["kind"]; !ok {
-		errs = append(errs, field.Required(p.Child("kind"), "must not be empty"))
-	} else {
-		fp := p.Child("kind")
-		s, isString := v.(string)
-		switch {
-		case !isString:
-			errs = append(errs, field.Invalid(fp, valueForError(v), "must be a string"))
-		case s == "":
-			errs = append(errs, field.Invalid(fp, s, "must not be empty"))
-		default:
-			if msgs := utilvalidation.IsDNS1035Label(strings.ToLower(s)); len(msgs) > 0 {
-				errs = append(errs, field.Invalid(fp, s, "may have mixed case, but should otherwise match: "+strings.Join(msgs, ",")))
-			}
-		}
+	fp := p.Child(name)
+	s, isString := v.(string)
+	switch {
+	case !isString:
+		return field.ErrorList{field.Invalid(fp, valueForError(v), "must be a string")}
+	case s == "":
+		return field.ErrorList{field.Invalid(fp, s, "must not be empty")}
+	}
+	var errs field.ErrorList
+	for _, msg := range check(s) {
+		errs = append(errs, field.Invalid(fp, s, msg))
 	}
 	return errs
 }

@@ -360,6 +360,12 @@ func (c *Cache) Compact(ctx context.Context, rt *storagev1.ResourceType, rev int
 	if err != nil {
 		return 0, err
 	}
+	// The cache drops history only up to what it has read; let it catch up with the compacted
+	// revision first, so that once Compact answers, nothing older is served (continue tokens and
+	// watches from before it get 410). If it cannot, its reader reloads from the backend.
+	if _, err := tc.waitFor(ctx, eff, c.cfg.FutureWait); err != nil {
+		return 0, err
+	}
 	tc.compact(eff)
 	return eff, nil
 }

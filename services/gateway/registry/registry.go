@@ -9,10 +9,13 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -43,8 +46,11 @@ type Resource struct {
 	SelectableFields []string
 	// fields extracts SelectableFields from an object.
 	fields func(runtime.Object) map[string]string
-	// goType is the Go type of one object (a pointer type).
+	// goType is the Go type of one object (a pointer type); nil for custom resources.
 	goType reflect.Type
+	// Custom is set for resources served from a CustomResourceDefinition: their objects are
+	// unstructured and their rules come from the definition.
+	Custom *Custom
 }
 
 // GroupVersionKind returns the kind's full name under Platform's group.
@@ -57,8 +63,14 @@ func (r *Resource) GroupResource() schema.GroupResource {
 	return r.GroupVersionResource.GroupResource()
 }
 
-// New returns an empty object of the kind.
+// New returns an empty object of the kind (an *unstructured.Unstructured with apiVersion and
+// kind set for custom resources).
 func (r *Resource) New() runtime.Object {
+	if r.Custom != nil {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetGroupVersionKind(r.GroupVersionKind())
+		return u
+	}
 	return reflect.New(r.goType.Elem()).Interface().(runtime.Object)
 }
 
@@ -114,26 +126,64 @@ type Group struct {
 }
 
 // Registry is the set of served resource types and the scheme that encodes and decodes them.
+//
+// Built-in types are fixed at start; custom resources come and go with their definitions
+// (PutCustom, DeleteCustom). Readers see immutable snapshots, so lookups take no lock.
 type Registry struct {
-	// Scheme knows every served kind under Platform's group names, plus the meta kinds.
+	// Scheme knows every built-in kind under Platform's group names, plus the meta kinds.
 	Scheme *runtime.Scheme
 	groups []*Group
 	byGVR  map[schema.GroupVersionResource]*Resource
 	// byType finds the resource of an object by its Go type.
 	byType map[reflect.Type]*Resource
+
+	// mu serializes changes to custom; view is rebuilt from groups and custom on each change.
+	mu     sync.Mutex
+	custom map[string][]*Resource // by definition name
+	view   atomic.Pointer[view]
 }
 
-// Groups returns the served groups, the core group ("") first, then in registration order.
-func (r *Registry) Groups() []*Group { return r.groups }
+// view is one immutable snapshot of everything served.
+type view struct {
+	generation uint64
+	groups     []*Group
+	byGVR      map[schema.GroupVersionResource]*Resource
+}
+
+// Generation counts changes of the served set; it grows whenever a custom resource is added,
+// changed or removed, so derived documents (OpenAPI) know when to rebuild.
+func (r *Registry) Generation() uint64 { return r.current().generation }
+
+func (r *Registry) current() *view {
+	if v := r.view.Load(); v != nil {
+		return v
+	}
+	return &view{groups: r.groups, byGVR: r.byGVR}
+}
+
+// Groups returns the served groups: the core group ("") first, the built-in groups in
+// registration order, then the custom groups by name.
+func (r *Registry) Groups() []*Group { return r.current().groups }
 
 // Group returns a served group by name.
 func (r *Registry) Group(name string) (*Group, bool) {
-	for _, g := range r.groups {
+	for _, g := range r.current().groups {
 		if g.Name == name {
 			return g, true
 		}
 	}
 	return nil, false
+}
+
+// BuiltinGroup tells whether a group is served by built-in types (custom resources cannot
+// join it).
+func (r *Registry) BuiltinGroup(name string) bool {
+	for _, g := range r.groups {
+		if g.Name == name {
+			return true
+		}
+	}
+	return name == ""
 }
 
 // GroupVersion returns one served group version.
@@ -152,7 +202,7 @@ func (r *Registry) GroupVersion(gv schema.GroupVersion) (*GroupVersion, bool) {
 
 // Resource returns the served resource for a group, version and plural name.
 func (r *Registry) Resource(gvr schema.GroupVersionResource) (*Resource, bool) {
-	res, ok := r.byGVR[gvr]
+	res, ok := r.current().byGVR[gvr]
 	return res, ok
 }
 
@@ -164,8 +214,9 @@ func (r *Registry) ForObject(obj runtime.Object) (*Resource, bool) {
 
 // Resources returns every served resource, sorted by group, version and name.
 func (r *Registry) Resources() []*Resource {
-	out := make([]*Resource, 0, len(r.byGVR))
-	for _, res := range r.byGVR {
+	byGVR := r.current().byGVR
+	out := make([]*Resource, 0, len(byGVR))
+	for _, res := range byGVR {
 		out = append(out, res)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -1,8 +1,9 @@
 // Package openapi serves OpenAPI v3 documents of the resource API, as upstream's /openapi/v3:
 // a discovery root naming one document per group version, and the documents themselves, with
 // paths and operations derived from the registry and component schemas derived from the Go types
-// by reflection. kubectl reads them to learn that the server validates fields (the fieldValidation
-// parameter of each kind's PATCH operation) and to explain resources.
+// by reflection, or for custom resources from their definitions' schemas (custom.go). kubectl
+// reads them to learn that the server validates fields (the fieldValidation parameter of each
+// kind's PATCH operation) and to explain resources.
 package openapi
 
 import (
@@ -10,14 +11,15 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,12 +44,33 @@ func newDocument(v any) (*document, error) {
 	return &document{data: data, hash: fmt.Sprintf("%X", sha256.Sum256(data))}, nil
 }
 
-// Handler serves /openapi/v3 and the group version documents below it. Everything is built by
-// New; serving is a lookup and a write.
+// Handler serves /openapi/v3 and the group version documents below it. The documents of the
+// built-in group versions are built by New; those of custom resource group versions are built
+// when they are first asked for after the registry changed (see custom.go).
 type Handler struct {
+	reg *registry.Registry
+	// b holds the component schemas of the Go types; read-only once New returns.
+	b *schemaBuilder
+	// metaNames are the meta kinds every document's operations refer to.
+	metaNames []string
+	// builtin are the built-in documents, keyed by the path below /openapi/v3/: "api/v1",
+	// "apis/apps/v1".
+	builtin map[string]*document
+
+	// mu guards the custom documents and the current snapshot.
+	mu sync.Mutex
+	// generation is the registry generation snapshot was built for.
+	generation uint64
+	custom     map[string]*customDocument
+	snapshot   *snapshot
+}
+
+// snapshot is what is served at one registry generation: the root and every document.
+type snapshot struct {
 	root *document
-	// docs are keyed by the path below /openapi/v3/: "api/v1", "apis/apps/v1".
 	docs map[string]*document
+	// failed are the custom group versions whose document could not be built.
+	failed map[string]error
 }
 
 // discoveryRoot is the body of /openapi/v3 (upstream's handler3.OpenAPIV3Discovery).
@@ -59,7 +82,8 @@ type discoveryEntry struct {
 	ServerRelativeURL string `json:"serverRelativeURL"`
 }
 
-// New builds the OpenAPI v3 document of every group version the registry serves.
+// New builds the OpenAPI v3 document of every built-in group version the registry serves. The
+// documents of custom resource group versions follow the registry as it changes.
 func New(reg *registry.Registry) (*Handler, error) {
 	b := newSchemaBuilder(reg.Scheme)
 	known := reg.Scheme.AllKnownTypes()
@@ -71,6 +95,12 @@ func New(reg *registry.Registry) (*Handler, error) {
 		}
 		metaNames = append(metaNames, name)
 	}
+	// The components custom resource documents refer to, whether or not a built-in one does.
+	for _, t := range customRoots {
+		if _, err := b.ref(t); err != nil {
+			return nil, err
+		}
+	}
 	type plan struct {
 		key   string
 		gv    schema.GroupVersion
@@ -79,6 +109,9 @@ func New(reg *registry.Registry) (*Handler, error) {
 	}
 	var plans []plan
 	for _, g := range reg.Groups() {
+		if !reg.BuiltinGroup(g.Name) {
+			continue
+		}
 		for _, gv := range g.Versions {
 			pb := newPathsBuilder(gv)
 			pb.addDiscovery()
@@ -110,8 +143,7 @@ func New(reg *registry.Registry) (*Handler, error) {
 	if err := b.encode(); err != nil {
 		return nil, err
 	}
-	h := &Handler{docs: map[string]*document{}}
-	root := discoveryRoot{Paths: map[string]discoveryEntry{}}
+	h := &Handler{reg: reg, b: b, metaNames: metaNames, builtin: map[string]*document{}}
 	for _, p := range plans {
 		doc, err := newDocument(obj{
 			"openapi": "3.0.0",
@@ -124,11 +156,9 @@ func New(reg *registry.Registry) (*Handler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("openapi: encoding %s: %w", p.gv, err)
 		}
-		h.docs[p.key] = doc
-		root.Paths[p.key] = discoveryEntry{ServerRelativeURL: Prefix + "/" + p.key + "?hash=" + doc.hash}
+		h.builtin[p.key] = doc
 	}
-	var err error
-	if h.root, err = newDocument(root); err != nil {
+	if _, err := h.current(); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -146,8 +176,12 @@ func (h *Handler) Install(r *mux.Router, wrap func(http.Handler) http.Handler) {
 
 // Size returns the total size in bytes of the encoded documents, the root included.
 func (h *Handler) Size() int {
-	n := len(h.root.data)
-	for _, d := range h.docs {
+	snap, err := h.current()
+	if err != nil {
+		return 0
+	}
+	n := len(snap.root.data)
+	for _, d := range snap.docs {
 		n += len(d.data)
 	}
 	return n
@@ -158,7 +192,12 @@ func (h *Handler) serveRoot(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, notAcceptable)
 		return
 	}
-	serve(w, r, h.root)
+	snap, err := h.current()
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err).Status())
+		return
+	}
+	serve(w, r, snap.root)
 }
 
 func (h *Handler) serveGroupVersion(w http.ResponseWriter, r *http.Request) {
@@ -169,8 +208,17 @@ func (h *Handler) serveGroupVersion(w http.ResponseWriter, r *http.Request) {
 	if unescaped, err := url.PathUnescape(key); err == nil {
 		key = unescaped
 	}
-	doc, ok := h.docs[key]
+	snap, err := h.current()
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err).Status())
+		return
+	}
+	doc, ok := snap.docs[key]
 	if !ok {
+		if err := snap.failed[key]; err != nil {
+			writeStatus(w, apierrors.NewInternalError(err).Status())
+			return
+		}
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, "").Status())
 		return
 	}

@@ -36,13 +36,18 @@ func newRegistry(t testing.TB) *registry.Registry {
 // start serves the handler of the default registry behind a mux router, as the gateway does.
 func start(t *testing.T) (*Handler, *httptest.Server) {
 	t.Helper()
-	reg := newRegistry(t)
+	return startWith(t, newRegistry(t))
+}
+
+// startWith serves the handler of reg behind a mux router.
+func startWith(t *testing.T, reg *registry.Registry) (*Handler, *httptest.Server) {
+	t.Helper()
 	begin := time.Now()
 	h, err := New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("built %d documents, %d bytes in all, in %v", len(h.docs), h.Size(), time.Since(begin))
+	t.Logf("built %d documents, %d bytes in all, in %v", len(h.builtin), h.Size(), time.Since(begin))
 	r := mux.NewRouter()
 	r.UseEncodedPath()
 	wrapped := 0
@@ -396,7 +401,7 @@ func TestSchemas(t *testing.T) {
 func TestCaching(t *testing.T) {
 	h, srv := start(t)
 	key := "apis/apps/v1"
-	hash := h.docs[key].hash
+	hash := h.builtin[key].hash
 	resp, _ := get(t, srv.URL+"/openapi/v3/"+key+"?hash="+hash)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Cache-Control"), "immutable") {
 		t.Errorf("with hash: %d Cache-Control %q", resp.StatusCode, resp.Header.Get("Cache-Control"))
@@ -441,8 +446,8 @@ func TestCaching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, d := range h.docs {
-		if h2.docs[k].hash != d.hash {
+	for k, d := range h.builtin {
+		if h2.builtin[k].hash != d.hash {
 			t.Errorf("%s: hash differs between builds", k)
 		}
 	}

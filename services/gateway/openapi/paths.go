@@ -30,6 +30,25 @@ var patchMediaTypes = []string{
 	"application/apply-patch+yaml",
 }
 
+// watchMediaTypes are the encodings of watch streams.
+var watchMediaTypes = []string{mediaJSONWatch, mediaProtobufWatch}
+
+// Custom resources have no Protobuf encoding and no strategic merge patch (they have no patch
+// strategies), as upstream's.
+var (
+	customObjectMediaTypes = []string{mediaJSON, mediaYAML}
+	customPatchMediaTypes  = []string{"application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"}
+	customWatchMediaTypes  = []string{mediaJSONWatch}
+)
+
+// resourceMediaTypes returns the object, patch and watch media types of a resource's operations.
+func resourceMediaTypes(res *registry.Resource) (objects, patches, watches []string) {
+	if res.Custom != nil {
+		return customObjectMediaTypes, customPatchMediaTypes, customWatchMediaTypes
+	}
+	return objectMediaTypes, patchMediaTypes, watchMediaTypes
+}
+
 // Component names of the meta kinds the operations use.
 var (
 	deleteOptionsName   = componentName(reflect.TypeFor[metav1.DeleteOptions]())
@@ -110,9 +129,9 @@ func camel(s string) string {
 
 func newPathsBuilder(gv *registry.GroupVersion) *pathsBuilder {
 	group := strings.TrimSuffix(gv.Group, "."+naming.GroupSuffix)
-	prefix := "/apis/" + gv.Group + "/" + gv.Version
+	prefix := groupVersionPrefix(gv.GroupVersion)
 	if gv.Group == "" {
-		group, prefix = "core", "/api/"+gv.Version
+		group = "core"
 	}
 	ident := camel(group) + camel(gv.Version)
 	tagGroup := []rune(camel(group))
@@ -181,10 +200,11 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 		scopeParams = []any{paramNamespace}
 	}
 	item := collection + "/{name}"
+	objectTypes, _, _ := resourceMediaTypes(res)
 	id := func(verb, extra string) string { return verb + pb.ident + extra + ns + res.Kind }
 	objectResponse := func(op obj, codes ...string) obj {
 		for _, c := range codes {
-			respond(op, c, response(statusText[c], kind, objectMediaTypes...))
+			respond(op, c, response(statusText[c], kind, objectTypes...))
 		}
 		return op
 	}
@@ -196,13 +216,13 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 		}
 		if verbs["create"] {
 			op := objectResponse(pb.operation(id("create", ""), "post", res, writeParams), "200", "201", "202")
-			op["requestBody"] = obj{"required": true, "content": body(kind, objectMediaTypes...)}
+			op["requestBody"] = obj{"required": true, "content": body(kind, objectTypes...)}
 			p["post"] = op
 		}
 		if verbs["deletecollection"] {
 			op := pb.operation(id("delete", "Collection"), "deletecollection", res, deleteCollectionParams)
-			respond(op, "200", response("OK", statusName, objectMediaTypes...))
-			op["requestBody"] = obj{"content": body(deleteOptionsName, objectMediaTypes...)}
+			respond(op, "200", response("OK", statusName, objectTypes...))
+			op["requestBody"] = obj{"content": body(deleteOptionsName, objectTypes...)}
 			p["delete"] = op
 		}
 	}
@@ -216,9 +236,9 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 		pb.itemOperations(p, res, kind, verbs, id, "", objectResponse)
 		if verbs["delete"] {
 			op := pb.operation(id("delete", ""), "delete", res, deleteParams)
-			respond(op, "200", response("OK", statusName, objectMediaTypes...))
-			respond(op, "202", response("Accepted", kind, objectMediaTypes...))
-			op["requestBody"] = obj{"content": body(deleteOptionsName, objectMediaTypes...)}
+			respond(op, "200", response("OK", statusName, objectTypes...))
+			respond(op, "202", response("Accepted", kind, objectTypes...))
+			op["requestBody"] = obj{"content": body(deleteOptionsName, objectTypes...)}
 			p["delete"] = op
 		}
 	}
@@ -231,7 +251,7 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 		// The scale subresource speaks autoscaling/v1 Scale.
 		scaleResponse := func(op obj, codes ...string) obj {
 			for _, c := range codes {
-				respond(op, c, response(statusText[c], pb.scaleKind, objectMediaTypes...))
+				respond(op, c, response(statusText[c], pb.scaleKind, objectTypes...))
 			}
 			op[extGVK] = gvkObject(registry.ScaleGroupVersionKind)
 			return op
@@ -243,17 +263,18 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 // itemOperations adds read, replace and patch of one object (or of its subresource).
 func (pb *pathsBuilder) itemOperations(p obj, res *registry.Resource, kind string, verbs map[string]bool,
 	id func(verb, extra string) string, sub string, objectResponse func(obj, ...string) obj) {
+	objectTypes, patchTypes, _ := resourceMediaTypes(res)
 	if verbs["get"] {
 		p["get"] = objectResponse(pb.operation(id("read", "")+sub, "get", res, nil), "200")
 	}
 	if verbs["update"] {
 		op := objectResponse(pb.operation(id("replace", "")+sub, "put", res, writeParams), "200", "201")
-		op["requestBody"] = obj{"required": true, "content": body(kind, objectMediaTypes...)}
+		op["requestBody"] = obj{"required": true, "content": body(kind, objectTypes...)}
 		p["put"] = op
 	}
 	if verbs["patch"] {
 		op := objectResponse(pb.operation(id("patch", "")+sub, "patch", res, patchParams), "200", "201")
-		op["requestBody"] = obj{"required": true, "content": body(patchName, patchMediaTypes...)}
+		op["requestBody"] = obj{"required": true, "content": body(patchName, patchTypes...)}
 		p["patch"] = op
 	}
 }
@@ -261,9 +282,10 @@ func (pb *pathsBuilder) itemOperations(p obj, res *registry.Resource, kind strin
 // listOperation is GET of a collection: a list, or a watch with ?watch=true.
 func (pb *pathsBuilder) listOperation(id string, res *registry.Resource, list string) obj {
 	op := pb.operation(id, "list", res, listParams)
-	r := response("OK", list, objectMediaTypes...)
+	objectTypes, _, watchTypes := resourceMediaTypes(res)
+	r := response("OK", list, objectTypes...)
 	content := r["content"].(obj)
-	for m, v := range body(watchEventName, mediaJSONWatch, mediaProtobufWatch) {
+	for m, v := range body(watchEventName, watchTypes...) {
 		content[m] = v
 	}
 	return respond(op, "200", r)

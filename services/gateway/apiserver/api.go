@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -60,6 +61,11 @@ type API struct {
 	jsonCache *jsonCache
 	// fieldManagers track field ownership (managedFields) and merge server-side apply.
 	fieldManagers fieldManagers
+	// crds is the state of the custom resource definitions' informer and controller.
+	crds crdState
+	// customPrinters caches the Table printer of each custom resource (*registry.Resource →
+	// *printers.Printer).
+	customPrinters sync.Map
 }
 
 // New builds the resource API.

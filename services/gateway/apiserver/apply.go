@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,9 +9,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"platform.io/services/gateway/defaults"
 	"platform.io/services/gateway/registry"
 )
 
@@ -60,7 +59,7 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 		if err != nil {
 			return nil, false, nil, err
 		}
-		defaults.Apply(obj)
+		applyDefaults(res, obj)
 		if err := checkRequired(res, obj); err != nil {
 			return nil, false, nil, err
 		}
@@ -102,7 +101,7 @@ func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation)
 		return nil, nil, apierrors.NewBadRequest("the apply body is not valid YAML or JSON: " + err.Error())
 	}
 	var content map[string]any
-	if err := json.Unmarshal(data, &content); err != nil || content == nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &content); err != nil || content == nil {
 		return nil, nil, apierrors.NewBadRequest("the apply body must be an object")
 	}
 	u := &unstructured.Unstructured{Object: content}
@@ -123,6 +122,15 @@ func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation)
 	if err != nil {
 		return nil, nil, apierrors.NewBadRequest(err.Error())
 	}
+	if isCustom(res) {
+		// The applier's fields the schema does not know are pruned (and reported) before the
+		// merge, so nobody comes to own them.
+		unknown, err := normalizeCustom(res, u)
+		if err != nil {
+			return nil, nil, err
+		}
+		strict = append(strict, unknown...)
+	}
 	if yamlStrict, err := yaml.YAMLToJSONStrict(body); err != nil && yamlStrict == nil {
 		strict = append(strict, strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
 	}
@@ -138,7 +146,7 @@ func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation)
 // typed converts the field manager's result to the resource's Go type.
 func (a *API) typed(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
+	if !ok || isCustom(res) {
 		return obj, nil
 	}
 	out := res.New()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -99,6 +100,9 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 	case mediaYAML, "application/x-yaml", "text/yaml":
 		strict, err = decodeJSON(data, into, true)
 	case mediaProtobuf, mediaUpstreamProtobuf:
+		if isCustom(res) {
+			return nil, nil, unsupportedMediaType(mediaType, mediaJSON, mediaYAML)
+		}
 		err = c.decodeProtobuf(data, into)
 	default:
 		return nil, nil, unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
@@ -108,6 +112,13 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 	}
 	if err := checkKind(into, res); err != nil {
 		return nil, nil, err
+	}
+	if u, ok := into.(*unstructured.Unstructured); ok && isCustom(res) {
+		unknown, err := normalizeCustom(res, u)
+		if err != nil {
+			return nil, nil, err
+		}
+		strict = append(strict, unknown...)
 	}
 	if len(strict) > 0 && v == validationStrict {
 		return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(strict, ", "))
@@ -140,6 +151,10 @@ func decodeJSON(data []byte, into runtime.Object, isYAML bool) ([]string, error)
 	}
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
 		return nil, errors.New("the request body must be a JSON object")
+	}
+	if u, ok := into.(*unstructured.Unstructured); ok {
+		dups, err := decodeUnstructured(data, u)
+		return append(strict, dups...), err
 	}
 	strictErrs, err := kjson.UnmarshalStrict(data, into)
 	if err != nil {
@@ -189,9 +204,13 @@ func checkKind(obj runtime.Object, res *registry.Resource) error {
 	return nil
 }
 
-// encodeStored serializes an object for storage: the Protobuf envelope of its kind.
+// encodeStored serializes an object for storage: the Protobuf envelope of its kind, or for a
+// custom object its JSON in the storage version.
 func (c *codec) encodeStored(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, error) {
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return json.Marshal(u.Object)
+	}
 	var buf bytes.Buffer
 	if err := c.protobuf.Encode(obj, &buf); err != nil {
 		return nil, err
@@ -201,6 +220,17 @@ func (c *codec) encodeStored(obj runtime.Object, gvk schema.GroupVersionKind) ([
 
 // decodeStored reads a stored value into a new object of res's kind.
 func (c *codec) decodeStored(value []byte, res *registry.Resource) (runtime.Object, error) {
+	if isCustom(res) {
+		u := &unstructured.Unstructured{}
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(value, &u.Object); err != nil {
+			return nil, fmt.Errorf("decoding a stored %s: %w", res.Kind, err)
+		}
+		if u.Object == nil {
+			return nil, fmt.Errorf("decoding a stored %s: not an object", res.Kind)
+		}
+		u.SetGroupVersionKind(res.GroupVersionKind())
+		return u, nil
+	}
 	obj := res.New()
 	if err := c.decodeProtobuf(value, obj); err != nil {
 		return nil, fmt.Errorf("decoding a stored %s: %w", res.Kind, err)

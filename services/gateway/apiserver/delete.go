@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -125,7 +126,7 @@ func decodeDeleteOptions(r *http.Request, body []byte, opts *metav1.DeleteOption
 
 // delete serves DELETE on an item.
 func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, writeOptions)
+	out, err := negotiate(r, writeOptions.forResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -203,6 +204,18 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 					ns.Spec.Finalizers = append(ns.Spec.Finalizers, namespaceFinalizer)
 				}
 			}
+		case isCRDResource(res) && m.GetDeletionTimestamp() == nil:
+			// A definition is held by the cleanup finalizer until its objects are gone.
+			c := next.(*apiextensionsv1.CustomResourceDefinition)
+			if !hasString(c.Finalizers, crdCleanupFinalizer) {
+				c.Finalizers = append(c.Finalizers, crdCleanupFinalizer)
+			}
+			now := metav1.NewTime(a.now().Truncate(time.Second))
+			zero := int64(0)
+			c.DeletionTimestamp = &now
+			c.DeletionGracePeriodSeconds = &zero
+			setCRDCondition(c, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
+				"CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", now)
 		case len(m.GetFinalizers()) > 0:
 			if m.GetDeletionTimestamp() != nil {
 				return cur, false, nil
@@ -255,7 +268,7 @@ func hasFinalizer(list []corev1.FinalizerName, f corev1.FinalizerName) bool {
 // deleteCollection serves DELETE on a collection: every object the selectors match is deleted
 // as by DELETE on it; the answer is the list of objects deleted or marked.
 func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, writeOptions)
+	out, err := negotiate(r, writeOptions.forResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

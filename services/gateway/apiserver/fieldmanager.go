@@ -55,6 +55,19 @@ func (a *API) fieldManager(res *registry.Resource, subresource string) (*managed
 	if fm, ok := fms.byKey[k]; ok {
 		return fm, nil
 	}
+	if isCustom(res) {
+		tc, convertor, def, creater, err := customFieldManagerParts(res)
+		if err != nil {
+			return nil, err
+		}
+		fm, err := managedfields.NewDefaultFieldManager(tc, convertor, def, creater,
+			res.GroupVersionKind(), res.GroupVersion(), subresource, resetFields(res, subresource))
+		if err != nil {
+			return nil, err
+		}
+		fms.byKey[k] = fm
+		return fm, nil
+	}
 	converter := fms.converter
 	probe := res.New()
 	probe.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
@@ -80,6 +93,10 @@ func resetFields(res *registry.Resource, subresource string) map[fieldpath.APIVe
 	switch {
 	case subresource == "" && res.HasStatus:
 		paths = append(paths, fieldpath.MakePathOrDie("status"))
+	case subresource == "status" && isCustom(res):
+		for _, p := range []string{"apiVersion", "kind", "metadata", "spec"} {
+			paths = append(paths, fieldpath.MakePathOrDie(p))
+		}
 	case subresource == "status":
 		if hasSpec(res.New()) {
 			paths = append(paths, fieldpath.MakePathOrDie("spec"))

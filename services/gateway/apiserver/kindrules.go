@@ -4,6 +4,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -21,6 +22,10 @@ func validateKind(res *registry.Resource, obj, old runtime.Object) error {
 	case *apiextensionsv1.CustomResourceDefinition:
 		prev, _ := old.(*apiextensionsv1.CustomResourceDefinition)
 		errs = crd.Validate(o, prev)
+	case *unstructured.Unstructured:
+		if isCustom(res) {
+			errs = validateCustom(res, o)
+		}
 	}
 	if len(errs) == 0 {
 		return nil

@@ -206,10 +206,16 @@ func (a *API) namespaceControllerPass(ctx context.Context, res *registry.Resourc
 // the namespace. done reports that nothing more is to be done for it.
 func (a *API) finalizeNamespace(ctx context.Context, name string) (bool, error) {
 	remaining := 0
+	seen := map[schema.GroupResource]bool{}
 	for _, res := range a.reg.Resources() {
 		if !res.Namespaced || res.Virtual {
 			continue
 		}
+		// The versions of a custom resource share one collection.
+		if seen[res.GroupResource()] {
+			continue
+		}
+		seen[res.GroupResource()] = true
 		resp, err := a.store.List(ctx, &storagev1.ListRequest{Type: storageType(res), Namespace: name})
 		if err != nil {
 			return false, err

@@ -50,6 +50,15 @@ type negotiateOptions struct {
 	yaml     bool // not for watch streams
 }
 
+// forResource narrows the options to what res's objects support: custom resources have no
+// Protobuf encoding, so asking for it alone is 406 (a listed fallback is used instead).
+func (o negotiateOptions) forResource(res *registry.Resource) negotiateOptions {
+	if res.Custom != nil {
+		o.protobuf = false
+	}
+	return o
+}
+
 // acceptClause is one media range of an Accept header.
 type acceptClause struct {
 	mediaType string

@@ -8,9 +8,11 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -43,11 +45,22 @@ func (a *API) prepareCreate(res *registry.Resource, obj runtime.Object, m metav1
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(generateNameSuffixLength))
 	}
+	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) {
+		// Custom objects always count generations; status is the status subresource's to set.
+		m.SetGeneration(1)
+		if res.HasStatus {
+			setUnstructuredStatus(u, nil, false)
+		}
+		return
+	}
 	if res.HasStatus && !keepsStatusOnCreate[res.Kind] {
 		setStatus(obj, reflect.Zero(statusType(obj)))
 	}
 	// Defaults that depend on the name (a namespace's name label) once generateName is resolved.
 	defaults.Apply(obj)
+	if c, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		prepareCRD(c, true)
+	}
 	if ns, ok := obj.(*corev1.Namespace); ok {
 		// A new namespace is Active and carries the finalizer the lifecycle controller removes.
 		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
@@ -66,6 +79,9 @@ var keepsStatusOnCreate = map[string]bool{"Node": true, "PersistentVolume": true
 // subresource can change nothing but status, and generation counts spec changes.
 func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
 	curMeta := mustMeta(cur)
+	if u, ok := newObj.(*unstructured.Unstructured); ok && isCustom(res) {
+		return prepareCustomUpdate(res, subresource, u, cur.(*unstructured.Unstructured))
+	}
 	switch subresource {
 	case "status":
 		out := cur.DeepCopyObject()
@@ -89,23 +105,66 @@ func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runti
 	if res.Kind == "Namespace" && res.Group == "" {
 		copyNamespaceFinalizers(newObj, cur)
 	}
+	if c, ok := newObj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		prepareCRD(c, false)
+	}
 	if hasSpec(newObj) && !equality.Semantic.DeepEqual(specValue(newObj).Interface(), specValue(cur).Interface()) {
 		m.SetGeneration(curMeta.GetGeneration() + 1)
 	}
-	if curMeta.GetDeletionTimestamp() != nil {
-		old := map[string]bool{}
-		for _, f := range curMeta.GetFinalizers() {
-			old[f] = true
-		}
-		for _, f := range m.GetFinalizers() {
-			if !old[f] {
-				return nil, apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), m.GetName(), field.ErrorList{
-					field.Forbidden(field.NewPath("metadata", "finalizers"), fmt.Sprintf("no new finalizers can be added if the object is being deleted, found new finalizers %q", f)),
-				})
-			}
-		}
+	if err := checkNewFinalizers(res, m, curMeta); err != nil {
+		return nil, err
 	}
 	return newObj, nil
+}
+
+// prepareCustomUpdate is prepareUpdate for custom objects: the status subresource changes only
+// status (keeping the managedFields the write computed); the main resource keeps the stored
+// status when status is a subresource.
+func prepareCustomUpdate(res *registry.Resource, subresource string, newObj, cur *unstructured.Unstructured) (runtime.Object, error) {
+	if subresource == "status" {
+		out := cur.DeepCopy()
+		out.SetManagedFields(newObj.GetManagedFields())
+		status, ok := unstructuredStatus(newObj)
+		setUnstructuredStatus(out, status, ok)
+		return out, nil
+	}
+	m := newObj
+	m.SetUID(cur.GetUID())
+	m.SetCreationTimestamp(cur.GetCreationTimestamp())
+	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	m.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	m.SetGeneration(cur.GetGeneration())
+	m.SetSelfLink("")
+	if res.HasStatus {
+		status, ok := unstructuredStatus(cur)
+		setUnstructuredStatus(newObj, status, ok)
+	}
+	if customSpecChanged(res, newObj, cur) {
+		m.SetGeneration(cur.GetGeneration() + 1)
+	}
+	if err := checkNewFinalizers(res, m, cur); err != nil {
+		return nil, err
+	}
+	return newObj, nil
+}
+
+// checkNewFinalizers refuses finalizers added to an object being deleted.
+func checkNewFinalizers(res *registry.Resource, m, curMeta metav1.Object) error {
+	if curMeta.GetDeletionTimestamp() == nil {
+		return nil
+	}
+	old := map[string]bool{}
+	for _, f := range curMeta.GetFinalizers() {
+		old[f] = true
+	}
+	for _, f := range m.GetFinalizers() {
+		if !old[f] {
+			return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), m.GetName(), field.ErrorList{
+				field.Forbidden(field.NewPath("metadata", "finalizers"), fmt.Sprintf("no new finalizers can be added if the object is being deleted, found new finalizers %q", f)),
+			})
+		}
+	}
+	return nil
 }
 
 // validateObjectMeta checks the metadata rules of the spec: name (or generateName) valid for the
@@ -163,6 +222,8 @@ func validateObjectMeta(res *registry.Resource, m metav1.Object) error {
 // nameValidator returns the name rule of a kind, as upstream applies them.
 func nameValidator(res *registry.Resource) func(string) []string {
 	switch {
+	case isCustom(res):
+		return validation.IsDNS1123Subdomain
 	case res.Group == "" && res.Kind == "Namespace":
 		return validation.IsDNS1123Label
 	case res.Group == "" && res.Kind == "Service":
@@ -190,6 +251,9 @@ func mustMeta(obj runtime.Object) metav1.Object {
 	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		return a.GetObjectMeta()
 	}
+	if m, ok := obj.(metav1.Object); ok {
+		return m
+	}
 	panic(fmt.Sprintf("%T has no object metadata", obj))
 }
 
@@ -199,6 +263,9 @@ func mustMeta(obj runtime.Object) metav1.Object {
 func structOf(obj runtime.Object) reflect.Value { return reflect.ValueOf(obj).Elem() }
 
 func hasSpec(obj runtime.Object) bool {
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		return false
+	}
 	f := structOf(obj).FieldByName("Spec")
 	return f.IsValid() && f.Kind() == reflect.Struct
 }

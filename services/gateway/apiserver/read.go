@@ -19,7 +19,7 @@ var readOptions = negotiateOptions{protobuf: true, table: true, yaml: true}
 
 // get serves GET on an item (and on its status subresource, which reads the whole object).
 func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, readOptions)
+	out, err := negotiate(r, readOptions.forResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -105,7 +105,7 @@ func parseListParams(r *http.Request, res *registry.Resource) (listParams, error
 
 // list serves GET on a collection: one namespace's, or across all namespaces.
 func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, readOptions)
+	out, err := negotiate(r, readOptions.forResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -102,7 +102,7 @@ func holdsStructs(t reflect.Type) bool {
 // are left to their own validation, which reports missing fields with every other cause in one
 // 422, as their v1 rules require.
 func checkRequired(res *registry.Resource, obj runtime.Object) error {
-	if _, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+	if _, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok || isCustom(res) {
 		return nil
 	}
 	var errs field.ErrorList

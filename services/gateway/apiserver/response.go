@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"platform.io/services/gateway/printers"
 	"platform.io/services/gateway/registry"
 )
 
@@ -86,6 +85,9 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 
 // typedList builds the <Kind>List object of res holding items.
 func (a *API) typedList(res *registry.Resource, items []runtime.Object, lm metav1.ListMeta) (runtime.Object, error) {
+	if isCustom(res) {
+		return customList(res, items, lm)
+	}
 	listGVK := res.GroupVersion().WithKind(res.ListKind)
 	list, err := a.reg.Scheme.New(listGVK)
 	if err != nil {
@@ -153,11 +155,13 @@ func (a *API) table(res *registry.Resource, objs []runtime.Object, out output, r
 	default:
 		return nil, apierrors.NewBadRequest("includeObject must be None, Metadata or Object, not " + strconv.Quote(v))
 	}
-	var p *printers.Printer
+	sample := res.New()
 	if len(objs) > 0 {
-		p = printers.For(objs[0])
-	} else {
-		p = printers.For(res.New())
+		sample = objs[0]
+	}
+	p, err := a.printerFor(res, sample)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
 	table := &metav1.Table{ColumnDefinitions: p.Columns, Rows: make([]metav1.TableRow, 0, len(objs))}
 	table.SetGroupVersionKind(out.tableGV.WithKind("Table"))

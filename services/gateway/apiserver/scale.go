@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -23,7 +26,10 @@ import (
 // use). GET reads it; PUT and PATCH (JSON, merge or strategic merge) change the replicas only.
 
 // replicasOf returns a scalable object's desired and current replicas and its selector.
-func replicasOf(obj runtime.Object) (spec, status int32, selector string, err error) {
+func replicasOf(res *registry.Resource, obj runtime.Object) (spec, status int32, selector string, err error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) && res.Custom.Scale != nil {
+		return customReplicas(res.Custom.Scale, u)
+	}
 	one := func(p *int32) int32 {
 		if p == nil {
 			return 1
@@ -57,7 +63,10 @@ func replicasOf(obj runtime.Object) (spec, status int32, selector string, err er
 }
 
 // setReplicas sets a scalable object's spec.replicas.
-func setReplicas(obj runtime.Object, n int32) {
+func setReplicas(res *registry.Resource, obj runtime.Object, n int32) error {
+	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) && res.Custom.Scale != nil {
+		return unstructured.SetNestedField(u.Object, int64(n), jsonPathFields(res.Custom.Scale.SpecReplicasPath)...)
+	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		o.Spec.Replicas = &n
@@ -68,11 +77,47 @@ func setReplicas(obj runtime.Object, n int32) {
 	case *corev1.ReplicationController:
 		o.Spec.Replicas = &n
 	}
+	return nil
+}
+
+// customReplicas reads a custom object's scale through the definition's paths; a missing
+// value is 0 and a missing selector empty, as upstream.
+func customReplicas(sc *apiextensionsv1.CustomResourceSubresourceScale, u *unstructured.Unstructured) (spec, status int32, selector string, err error) {
+	num := func(path string) (int32, error) {
+		v, found, err := unstructured.NestedFieldNoCopy(u.Object, jsonPathFields(path)...)
+		if err != nil || !found || v == nil {
+			return 0, nil
+		}
+		switch n := v.(type) {
+		case int64:
+			return int32(n), nil
+		case float64:
+			return int32(n), nil
+		}
+		return 0, fmt.Errorf("%s is %T, not an integer", path, v)
+	}
+	if spec, err = num(sc.SpecReplicasPath); err != nil {
+		return 0, 0, "", err
+	}
+	if status, err = num(sc.StatusReplicasPath); err != nil {
+		return 0, 0, "", err
+	}
+	if sc.LabelSelectorPath != nil {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, jsonPathFields(*sc.LabelSelectorPath)...); found {
+			selector, _ = v.(string)
+		}
+	}
+	return spec, status, selector, nil
+}
+
+// jsonPathFields splits a simple JSON path (".spec.replicas") into its fields.
+func jsonPathFields(path string) []string {
+	return strings.Split(strings.TrimPrefix(path, "."), ".")
 }
 
 // scaleOf builds the Scale of a stored object.
-func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
-	spec, status, selector, err := replicasOf(obj)
+func scaleOf(res *registry.Resource, obj runtime.Object) (*autoscalingv1.Scale, error) {
+	spec, status, selector, err := replicasOf(res, obj)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -99,7 +144,7 @@ func (a *API) serveScale(w http.ResponseWriter, r *http.Request, info *requestIn
 	case "get":
 		cur, err := a.getCurrent(r.Context(), info.res, info.namespace, info.name)
 		if err == nil {
-			s, err = scaleOf(cur)
+			s, err = scaleOf(info.res, cur)
 		}
 		if err != nil {
 			a.writeError(w, r, err)
@@ -156,7 +201,7 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 		if err != nil {
 			return nil, err
 		}
-		curScale, err := scaleOf(cur)
+		curScale, err := scaleOf(info.res, cur)
 		if err != nil {
 			return nil, err
 		}
@@ -177,9 +222,14 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 			return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
 		}
 		next := cur.DeepCopyObject()
-		setReplicas(next, want.Spec.Replicas)
+		if err := setReplicas(info.res, next, want.Spec.Replicas); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
 		next, err = prepareUpdate(info.res, "", next, cur)
 		if err != nil {
+			return nil, err
+		}
+		if err := validateKind(info.res, next, cur); err != nil {
 			return nil, err
 		}
 		if next, err = a.trackUpdate(info.res, "", cur, next, manager); err != nil {
@@ -192,7 +242,7 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 		if err != nil {
 			return nil, err
 		}
-		return scaleOf(stored)
+		return scaleOf(info.res, stored)
 	}
 	return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
 }

@@ -25,7 +25,12 @@ func (a *API) toStored(res *registry.Resource, obj runtime.Object) (*storagev1.O
 	}
 	rv := acc.GetResourceVersion()
 	acc.SetResourceVersion("")
-	value, err := a.codec.encodeStored(obj, res.GroupVersionKind())
+	gvk := res.GroupVersionKind()
+	if isCustom(res) {
+		gvk.Version = res.Custom.StorageVersion
+		defer obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+	}
+	value, err := a.codec.encodeStored(obj, gvk)
 	acc.SetResourceVersion(rv)
 	if err != nil {
 		return nil, err

@@ -71,7 +71,7 @@ func (a *API) parseWatchParams(r *http.Request) (watchParams, error) {
 // watch serves GET ?watch=true: a chunked stream of JSON watch events (or Table events), one
 // per line, until the timeout, the client leaving, or an error (sent as an ERROR event).
 func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, negotiateOptions{table: true, protobuf: true})
+	out, err := negotiate(r, negotiateOptions{table: true, protobuf: true}.forResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -100,6 +100,24 @@ func (a *API) hubFor(res *registry.Resource) *watchHub {
 	return h
 }
 
+// dropHubs stops and forgets the hubs of resources stale reports (custom resources the registry
+// no longer serves): their clients resume against what is served now.
+func (a *API) dropHubs(stale func(*registry.Resource) bool) {
+	a.hubs.mu.Lock()
+	var stopped []*watchHub
+	for res, h := range a.hubs.byGR {
+		if !stale(res) {
+			continue
+		}
+		delete(a.hubs.byGR, res)
+		stopped = append(stopped, h)
+	}
+	a.hubs.mu.Unlock()
+	for _, h := range stopped {
+		h.stop()
+	}
+}
+
 // subscribe registers a client watching from resourceVersion from. ok is false when the hub
 // cannot promise every event after from (it started later); the caller then watches storage.
 func (h *watchHub) subscribe(ctx context.Context, from int64, namespace string, bookmarks bool) (*hubSubscriber, bool) {

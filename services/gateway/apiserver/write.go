@@ -15,7 +15,6 @@ import (
 
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
-	"platform.io/services/gateway/defaults"
 	"platform.io/services/gateway/registry"
 )
 
@@ -64,7 +63,7 @@ type writeRequest struct {
 
 // readWrite negotiates the response and decodes and checks the body of a create or update.
 func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, error) {
-	out, err := negotiate(r, writeOptions)
+	out, err := negotiate(r, writeOptions.forResource(info.res))
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +80,7 @@ func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, erro
 		return nil, err
 	}
 	// Upstream defaults at decoding, before validation.
-	defaults.Apply(obj)
+	applyDefaults(info.res, obj)
 	if err := checkRequired(info.res, obj); err != nil {
 		return nil, err
 	}
@@ -132,6 +131,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 // createObject runs the create stages (system fields, validation, namespace lifecycle,
 // persistence) for an object already decoded and placed in its namespace.
 func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writeRequest) (runtime.Object, error) {
+	if a.crdTerminating(res) {
+		return nil, newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "create not allowed while custom resource definition is terminating")
+	}
 	generated := wr.meta.GetName() == "" && wr.meta.GetGenerateName() != ""
 	if err := validateObjectMeta(res, wr.meta); err != nil {
 		return nil, err

@@ -177,6 +177,16 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 			return
 		}
 	}()
+	// Custom resources are served once the stored definitions are read (readyz waits for it).
+	crdsSynced := s.health.AddPostStartHook("crd-informer-synced")
+	go api.RunCRDInformer(runCtx, cfg.EnableControllers)
+	go func() {
+		select {
+		case <-api.CRDsSynced():
+			crdsSynced()
+		case <-runCtx.Done():
+		}
+	}()
 	if cfg.EnableControllers {
 		controllers := s.health.AddPostStartHook("start-namespace-controller")
 		go api.RunNamespaceController(runCtx)

@@ -1,0 +1,484 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/libs/naming"
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/crd"
+	"platform.io/services/gateway/registry"
+)
+
+// CustomResourceDefinitions are served by two loops over one storage watch of the definitions:
+//
+//   - the informer keeps the registry in step with the stored definitions: an Established
+//     definition's served versions are in discovery and routing, anything else is not. Every
+//     gateway runs it, so each replica serves what is stored.
+//   - the controller (when controllers are enabled) does what upstream's apiextensions
+//     controllers do: it accepts names that no other definition of the group uses
+//     (status.acceptedNames, NamesAccepted), establishes definitions whose names are accepted
+//     (Established), and on deletion removes every object of the kind before it lets the
+//     definition go (Terminating, then the cleanup finalizer is dropped).
+
+// crdCleanupFinalizer holds a deleted definition until its objects are gone (upstream's
+// customresourcecleanup.apiextensions.k8s.io, in Platform's group).
+var crdCleanupFinalizer = "customresourcecleanup." + naming.Group("apiextensions.k8s.io")
+
+// crdControllerManager is the field manager of the controller's status writes.
+const crdControllerManager = "platform-apiextensions-controller"
+
+// crdState is what the gateway knows of the stored definitions.
+type crdState struct {
+	mu sync.Mutex
+	// registered is the fingerprint of what the registry serves per definition name.
+	registered map[string]string
+	// terminating names the definitions being deleted: their kinds take no new objects.
+	terminating map[string]bool
+	// synced is closed after the first complete list.
+	synced     chan struct{}
+	syncedOnce sync.Once
+}
+
+func (s *crdState) init() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.registered == nil {
+		s.registered = map[string]string{}
+		s.terminating = map[string]bool{}
+		s.synced = make(chan struct{})
+	}
+}
+
+// isCRDResource tells whether res is customresourcedefinitions.
+func isCRDResource(res *registry.Resource) bool {
+	return res.Custom == nil && res.Resource == "customresourcedefinitions" && res.Group == naming.Group("apiextensions.k8s.io")
+}
+
+// crdsResource is apiextensions.platform.io/v1 customresourcedefinitions.
+func (a *API) crdsResource() *registry.Resource {
+	res, _ := a.reg.Resource(schema.GroupVersionResource{Group: naming.Group("apiextensions.k8s.io"), Version: "v1", Resource: "customresourcedefinitions"})
+	return res
+}
+
+// CRDsSynced is closed once the stored definitions have been read and their kinds are served.
+func (a *API) CRDsSynced() <-chan struct{} {
+	a.crds.init()
+	return a.crds.synced
+}
+
+// RunCRDInformer keeps the registry serving the established definitions, and, when controller
+// is true, runs the definitions' controller too. It runs until ctx ends.
+func (a *API) RunCRDInformer(ctx context.Context, controller bool) {
+	a.crds.init()
+	res := a.crdsResource()
+	if res == nil {
+		// apiextensions is turned off (--runtime-config): nothing to serve.
+		a.crds.syncedOnce.Do(func() { close(a.crds.synced) })
+		return
+	}
+	for ctx.Err() == nil {
+		if err := a.crdPass(ctx, res, controller); err != nil && ctx.Err() == nil {
+			a.log.WarnContext(ctx, "custom resource definitions", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// crdPass lists the definitions, reconciles each, then follows the watch until it ends.
+// Definitions being deleted are retried every second until their objects are gone.
+func (a *API) crdPass(ctx context.Context, res *registry.Resource, controller bool) error {
+	list, err := a.store.List(ctx, &storagev1.ListRequest{Type: storageType(res)})
+	if err != nil {
+		return err
+	}
+	known := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for _, o := range list.Items {
+		obj, err := a.fromStored(res, o)
+		if err != nil {
+			a.log.WarnContext(ctx, "decoding a stored custom resource definition", "name", o.Name, "error", err)
+			continue
+		}
+		known[o.Name] = obj.(*apiextensionsv1.CustomResourceDefinition)
+	}
+	// Definitions that went away while no watch was open stop being served.
+	a.crds.mu.Lock()
+	var gone []string
+	for name := range a.crds.registered {
+		if known[name] == nil {
+			gone = append(gone, name)
+		}
+	}
+	a.crds.mu.Unlock()
+	for _, name := range gone {
+		a.unregisterCRD(name)
+	}
+	for _, name := range sortedNames(known) {
+		a.reconcileCRD(ctx, res, known[name], known, controller)
+	}
+	a.crds.syncedOnce.Do(func() { close(a.crds.synced) })
+
+	stream, err := a.store.Watch(ctx, &storagev1.WatchRequest{Type: storageType(res), ResourceVersion: fmt.Sprint(list.ResourceVersion), AllowBookmarks: true, BookmarkIntervalMs: 1000})
+	if err != nil {
+		return err
+	}
+	events := make(chan []*storagev1.Event)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			evs, err := stream.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case events <- evs:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	for {
+		changed := map[string]bool{}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case evs := <-events:
+			for _, ev := range evs {
+				if ev.Object == nil || ev.Type == storagev1.EventType_BOOKMARK {
+					continue
+				}
+				name := ev.Object.Name
+				if ev.Type == storagev1.EventType_DELETED {
+					delete(known, name)
+					a.unregisterCRD(name)
+					// Another definition of the group may now get the names.
+					for other := range known {
+						changed[other] = true
+					}
+					continue
+				}
+				obj, err := a.fromStored(res, ev.Object)
+				if err != nil {
+					continue
+				}
+				known[name] = obj.(*apiextensionsv1.CustomResourceDefinition)
+				changed[name] = true
+			}
+		case <-retry.C:
+			for name, c := range known {
+				if c.DeletionTimestamp != nil || !isEstablished(c) || !namesAccepted(c) {
+					changed[name] = true
+				}
+			}
+		}
+		for _, name := range sortedNames(known) {
+			if changed[name] {
+				a.reconcileCRD(ctx, res, known[name], known, controller)
+			}
+		}
+	}
+}
+
+func sortedNames(m map[string]*apiextensionsv1.CustomResourceDefinition) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// reconcileCRD brings one definition's status and the registry in line with its spec.
+func (a *API) reconcileCRD(ctx context.Context, res *registry.Resource, c *apiextensionsv1.CustomResourceDefinition, all map[string]*apiextensionsv1.CustomResourceDefinition, controller bool) {
+	a.crds.mu.Lock()
+	a.crds.terminating[c.Name] = c.DeletionTimestamp != nil
+	a.crds.mu.Unlock()
+	if controller {
+		next, err := a.crdController(ctx, res, c, all)
+		if err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+				a.log.WarnContext(ctx, "custom resource definition controller", "name", c.Name, "error", err)
+			}
+		} else if next != nil {
+			c = next
+			all[c.Name] = c
+		}
+	}
+	if isEstablished(c) {
+		a.registerCRD(c)
+	} else {
+		a.unregisterCRD(c.Name)
+	}
+}
+
+// registerCRD serves a definition's versions, unless the registry already serves exactly them.
+func (a *API) registerCRD(c *apiextensionsv1.CustomResourceDefinition) {
+	print, _ := json.Marshal(struct {
+		Spec  apiextensionsv1.CustomResourceDefinitionSpec
+		Names apiextensionsv1.CustomResourceDefinitionNames
+	}{c.Spec, c.Status.AcceptedNames})
+	a.crds.mu.Lock()
+	defer a.crds.mu.Unlock()
+	if a.crds.registered[c.Name] == string(print) {
+		return
+	}
+	a.crds.registered[c.Name] = string(print)
+	a.reg.PutCustom(c.Name, registry.CustomResources(c))
+	a.forgetStale(c.Name)
+	a.log.Info("serving custom resource", "definition", c.Name)
+}
+
+func (a *API) unregisterCRD(name string) {
+	a.crds.mu.Lock()
+	defer a.crds.mu.Unlock()
+	if _, ok := a.crds.registered[name]; !ok {
+		return
+	}
+	delete(a.crds.registered, name)
+	delete(a.crds.terminating, name)
+	a.reg.DeleteCustom(name)
+	a.forgetStale(name)
+	a.log.Info("stopped serving custom resource", "definition", name)
+}
+
+// forgetStale drops what the gateway built for a definition's resources that are no longer
+// served (watch hubs, field managers, printers), after the definition changed or went away.
+func (a *API) forgetStale(crdName string) {
+	stale := func(res *registry.Resource) bool {
+		if res.Custom == nil || res.Custom.CRD.Name != crdName {
+			return false
+		}
+		cur, ok := a.reg.Resource(res.GroupVersionResource)
+		return !ok || cur != res
+	}
+	a.dropHubs(stale)
+	a.fieldManagers.mu.Lock()
+	for k := range a.fieldManagers.byKey {
+		if stale(k.res) {
+			delete(a.fieldManagers.byKey, k)
+		}
+	}
+	a.fieldManagers.mu.Unlock()
+	a.customPrinters.Range(func(k, _ any) bool {
+		if stale(k.(*registry.Resource)) {
+			a.customPrinters.Delete(k)
+		}
+		return true
+	})
+}
+
+// crdTerminating tells whether res's definition is being deleted (its kind takes no new objects).
+func (a *API) crdTerminating(res *registry.Resource) bool {
+	if res.Custom == nil {
+		return false
+	}
+	a.crds.mu.Lock()
+	defer a.crds.mu.Unlock()
+	return a.crds.terminating[res.Custom.CRD.Name]
+}
+
+// crdController writes a definition's status: names and conditions, and on deletion cleans up.
+// It returns the definition as stored afterwards (nil when it is gone or unchanged).
+func (a *API) crdController(ctx context.Context, res *registry.Resource, c *apiextensionsv1.CustomResourceDefinition, all map[string]*apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
+	if c.DeletionTimestamp != nil {
+		return nil, a.cleanupCRD(ctx, res, c)
+	}
+	next := c.DeepCopy()
+	var others []apiextensionsv1.CustomResourceDefinition
+	for name, o := range all {
+		if name != c.Name && o.Spec.Group == c.Spec.Group {
+			others = append(others, *o)
+		}
+	}
+	now := metav1.NewTime(a.now().Truncate(time.Second))
+	if errs := crd.ValidateNamesNotTaken(c, others); len(errs) > 0 {
+		msgs := make([]string, 0, len(errs))
+		for _, e := range errs {
+			msgs = append(msgs, e.Detail)
+		}
+		setCRDCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse, "NameConflict", strings.Join(msgs, "; "), now)
+	} else {
+		next.Status.AcceptedNames = c.Spec.Names
+		if next.Status.AcceptedNames.ListKind == "" {
+			next.Status.AcceptedNames.ListKind = c.Spec.Names.Kind + "List"
+		}
+		if next.Status.AcceptedNames.Singular == "" {
+			next.Status.AcceptedNames.Singular = strings.ToLower(c.Spec.Names.Kind)
+		}
+		setCRDCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionTrue, "NoConflicts", "no conflicts found", now)
+	}
+	if !isEstablished(next) {
+		if namesAccepted(next) {
+			setCRDCondition(next, apiextensionsv1.Established, apiextensionsv1.ConditionTrue, "InitialNamesAccepted", "the initial names have been accepted", now)
+		} else {
+			setCRDCondition(next, apiextensionsv1.Established, apiextensionsv1.ConditionFalse, "NotAccepted", "not all names are accepted", now)
+		}
+	}
+	return a.writeCRDStatus(ctx, res, c, next)
+}
+
+// writeCRDStatus stores next's status in place of c's (compare-and-swap); an unchanged status
+// is not written.
+func (a *API) writeCRDStatus(ctx context.Context, res *registry.Resource, c, next *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
+	if jsonEqual(c.Status, next.Status) && jsonEqual(c.Finalizers, next.Finalizers) {
+		return nil, nil
+	}
+	tracked, err := a.trackUpdate(res, "status", c, next, crdControllerManager)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := a.commitUpdate(ctx, res, tracked, c, false)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := stored.(*apiextensionsv1.CustomResourceDefinition)
+	return out, nil
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// cleanupCRD deletes every object of a terminating definition's kind; once none is left it
+// drops the cleanup finalizer, which lets the definition go.
+func (a *API) cleanupCRD(ctx context.Context, res *registry.Resource, c *apiextensionsv1.CustomResourceDefinition) error {
+	if !hasString(c.Finalizers, crdCleanupFinalizer) {
+		return nil
+	}
+	now := metav1.NewTime(a.now().Truncate(time.Second))
+	if cond := crdCondition(c, apiextensionsv1.Terminating); cond == nil || cond.Status != apiextensionsv1.ConditionTrue {
+		next := c.DeepCopy()
+		setCRDCondition(next, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionInProgress", "CustomResource deletion is in progress", now)
+		stored, err := a.writeCRDStatus(ctx, res, c, next)
+		if err != nil {
+			return err
+		}
+		if stored != nil {
+			c = stored
+		}
+	}
+	var custom *registry.Resource
+	for _, r := range registry.CustomResources(c) {
+		custom = r
+		break
+	}
+	if custom != nil {
+		resp, err := a.store.List(ctx, &storagev1.ListRequest{Type: storageType(custom)})
+		if err != nil {
+			return err
+		}
+		if len(resp.Items) > 0 {
+			for _, o := range resp.Items {
+				if _, _, err := a.deleteObject(ctx, custom, o.Namespace, o.Name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+			}
+			// Deleted or marked (objects with finalizers wait for them); the next pass looks again.
+			return nil
+		}
+	}
+	next := c.DeepCopy()
+	next.Finalizers = removeString(next.Finalizers, crdCleanupFinalizer)
+	setCRDCondition(next, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionCompleted", "removed all instances", now)
+	_, err := a.writeCRDStatus(ctx, res, c, next)
+	return err
+}
+
+func crdCondition(c *apiextensionsv1.CustomResourceDefinition, t apiextensionsv1.CustomResourceDefinitionConditionType) *apiextensionsv1.CustomResourceDefinitionCondition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == t {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// setCRDCondition sets a condition; its transition time changes only when its status does.
+func setCRDCondition(c *apiextensionsv1.CustomResourceDefinition, t apiextensionsv1.CustomResourceDefinitionConditionType, status apiextensionsv1.ConditionStatus, reason, message string, now metav1.Time) {
+	if cond := crdCondition(c, t); cond != nil {
+		if cond.Status != status {
+			cond.LastTransitionTime = now
+		}
+		cond.Status, cond.Reason, cond.Message = status, reason, message
+		return
+	}
+	c.Status.Conditions = append(c.Status.Conditions, apiextensionsv1.CustomResourceDefinitionCondition{
+		Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: now,
+	})
+}
+
+func isEstablished(c *apiextensionsv1.CustomResourceDefinition) bool {
+	cond := crdCondition(c, apiextensionsv1.Established)
+	return cond != nil && cond.Status == apiextensionsv1.ConditionTrue
+}
+
+func namesAccepted(c *apiextensionsv1.CustomResourceDefinition) bool {
+	cond := crdCondition(c, apiextensionsv1.NamesAccepted)
+	return cond != nil && cond.Status == apiextensionsv1.ConditionTrue
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func removeString(list []string, s string) []string {
+	var out []string
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// storageVersionOf names a definition's storage version ("" when none is marked).
+func storageVersionOf(c *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range c.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
+
+// prepareCRD sets what the server owns in a definition being written: on create an empty status
+// recording the storage version in storedVersions; on update the storage version is added to
+// storedVersions when it is new.
+func prepareCRD(c *apiextensionsv1.CustomResourceDefinition, create bool) {
+	sv := storageVersionOf(c)
+	if create {
+		c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+		if sv != "" {
+			c.Status.StoredVersions = []string{sv}
+		}
+		return
+	}
+	if sv != "" && !hasString(c.Status.StoredVersions, sv) {
+		c.Status.StoredVersions = append(c.Status.StoredVersions, sv)
+	}
+}

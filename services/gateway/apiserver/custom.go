@@ -1,0 +1,292 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/structured-merge-diff/v4/typed"
+
+	"platform.io/services/gateway/crd"
+	"platform.io/services/gateway/defaults"
+	"platform.io/services/gateway/printers"
+	"platform.io/services/gateway/registry"
+)
+
+// Custom resources (kinds defined by CustomResourceDefinitions) are *unstructured.Unstructured
+// objects. Their rules come from the definition's version: the structural schema prunes unknown
+// fields (reported like a built-in kind's unknown fields, so fieldValidation treats them alike),
+// supplies defaults and validates values; metadata is ObjectMeta, decoded as strictly as a
+// built-in kind's. They are stored as JSON, in the storage version's apiVersion; with conversion
+// strategy None every served version reads and writes the same objects.
+
+// isCustom tells whether res is served from a CustomResourceDefinition.
+func isCustom(res *registry.Resource) bool { return res.Custom != nil }
+
+// decodeUnstructured decodes a JSON object into u, keeping integers as int64, and returns the
+// duplicate fields it saw.
+func decodeUnstructured(data []byte, u *unstructured.Unstructured) ([]string, error) {
+	var content map[string]any
+	strictErrs, err := kjson.UnmarshalStrict(data, &content)
+	if err != nil {
+		return nil, err
+	}
+	if content == nil {
+		return nil, fmt.Errorf("the request body must be a JSON object")
+	}
+	u.Object = content
+	var strict []string
+	for _, e := range strictErrs {
+		strict = append(strict, e.Error())
+	}
+	return strict, nil
+}
+
+// normalizeCustom makes a decoded custom object what the schema allows: metadata decoded as
+// ObjectMeta (its unknown fields dropped), fields the schema does not know pruned, and nulls of
+// non-nullable fields dropped. It returns the unknown fields, as strict-decoding messages.
+func normalizeCustom(res *registry.Resource, u *unstructured.Unstructured) ([]string, error) {
+	var unknown []string
+	if raw, ok := u.Object["metadata"]; ok && raw != nil {
+		data, err := json.Marshal(raw)
+		if err != nil {
+			return nil, apierrors.NewBadRequest("metadata: " + err.Error())
+		}
+		if _, isObject := raw.(map[string]any); !isObject {
+			return nil, apierrors.NewBadRequest("metadata must be an object")
+		}
+		var om metav1.ObjectMeta
+		strictErrs, err := kjson.UnmarshalStrict(data, &om, kjson.DisallowUnknownFields)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("metadata: %v", err))
+		}
+		for _, e := range strictErrs {
+			unknown = append(unknown, prefixFieldError(e.Error(), "metadata."))
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&om)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if m["creationTimestamp"] == nil {
+			delete(m, "creationTimestamp")
+		}
+		u.Object["metadata"] = m
+	}
+	schema := res.Custom.Schema
+	unknown = append(unknown, crd.Prune(schema, u.Object)...)
+	crd.PruneNulls(schema, u.Object)
+	return unknown, nil
+}
+
+// prefixFieldError puts prefix before the field name of a strict decoding message
+// (`unknown field "foo"` becomes `unknown field "metadata.foo"`).
+func prefixFieldError(msg, prefix string) string {
+	if i := strings.Index(msg, `field "`); i >= 0 {
+		at := i + len(`field "`)
+		return msg[:at] + prefix + msg[at:]
+	}
+	return msg
+}
+
+// applyDefaults applies the defaults of res's kind: upstream's for built-in kinds, the schema's
+// for custom resources.
+func applyDefaults(res *registry.Resource, obj runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) {
+		crd.Default(res.Custom.Schema, u.Object)
+		return
+	}
+	defaults.Apply(obj)
+}
+
+// validateCustom checks a custom object against its schema: every violation, as a 422.
+func validateCustom(res *registry.Resource, u *unstructured.Unstructured) field.ErrorList {
+	return crd.ValidateValue(res.Custom.Schema, u.Object)
+}
+
+// customSpecChanged tells whether an update changes more than metadata (and status, when status
+// is a subresource): what counts as a spec change, bumping metadata.generation, for custom kinds.
+func customSpecChanged(res *registry.Resource, next, cur *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		m := make(map[string]any, len(u.Object))
+		for k, v := range u.Object {
+			switch k {
+			case "metadata", "apiVersion", "kind":
+				continue
+			case "status":
+				if res.HasStatus {
+					continue
+				}
+			}
+			m[k] = v
+		}
+		return m
+	}
+	return !equality.Semantic.DeepEqual(strip(next), strip(cur))
+}
+
+// printerFor returns the Table printer of res's objects; custom resources' printers are built
+// from their columns on first use and kept in a.customPrinters.
+func (a *API) printerFor(res *registry.Resource, sample runtime.Object) (*printers.Printer, error) {
+	if !isCustom(res) {
+		return printers.For(sample), nil
+	}
+	if p, ok := a.customPrinters.Load(res); ok {
+		return p.(*printers.Printer), nil
+	}
+	p, err := printers.ForCustom(res.Custom.Columns)
+	if err != nil {
+		return nil, err
+	}
+	a.customPrinters.Store(res, p)
+	return p, nil
+}
+
+// customList builds the <Kind>List of custom objects.
+func customList(res *registry.Resource, items []runtime.Object, lm metav1.ListMeta) (runtime.Object, error) {
+	list := &unstructured.UnstructuredList{Object: map[string]any{}}
+	list.SetGroupVersionKind(res.GroupVersion().WithKind(res.ListKind))
+	list.SetResourceVersion(lm.ResourceVersion)
+	list.SetContinue(lm.Continue)
+	list.SetRemainingItemCount(lm.RemainingItemCount)
+	list.Items = make([]unstructured.Unstructured, 0, len(items))
+	for _, it := range items {
+		u, ok := it.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("%T is not a custom object", it)
+		}
+		list.Items = append(list.Items, *u)
+	}
+	return list, nil
+}
+
+// customFieldManagerParts are what a FieldManager needs for a custom resource: a type converter
+// that knows every version's schema, and converter, defaulter and creater for unstructured
+// objects (versions differ only in apiVersion: conversion strategy None).
+func customFieldManagerParts(res *registry.Resource) (managedfields.TypeConverter, runtime.ObjectConvertor, runtime.ObjectDefaulter, runtime.ObjectCreater, error) {
+	def := res.Custom.CRD
+	byVersion := map[string]managedfields.TypeConverter{}
+	schemas := map[string]*apiextensionsv1.JSONSchemaProps{}
+	for i := range def.Spec.Versions {
+		v := &def.Spec.Versions[i]
+		var openAPI *apiextensionsv1.JSONSchemaProps
+		if v.Schema != nil {
+			openAPI = v.Schema.OpenAPIV3Schema
+		}
+		tc, err := crd.TypeConverter(openAPI, schema.GroupVersionKind{Group: res.Group, Version: v.Name, Kind: res.Kind}, def.Spec.PreserveUnknownFields)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		byVersion[v.Name] = tc
+		schemas[v.Name] = openAPI
+	}
+	return versionedConverter{byVersion: byVersion, group: res.Group},
+		unstructuredConvertor{},
+		customDefaulter{schemas: schemas},
+		unstructuredCreater{}, nil
+}
+
+// versionedConverter dispatches to the type converter of an object's version.
+type versionedConverter struct {
+	group     string
+	byVersion map[string]managedfields.TypeConverter
+}
+
+func (c versionedConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	tc, ok := c.byVersion[gvk.Version]
+	if !ok || gvk.Group != c.group {
+		return nil, fmt.Errorf("no schema for %s", gvk)
+	}
+	return tc.ObjectToTyped(obj, opts...)
+}
+
+func (c versionedConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+	for _, tc := range c.byVersion {
+		return tc.TypedToObject(v)
+	}
+	return nil, fmt.Errorf("no schema")
+}
+
+// unstructuredConvertor converts custom objects between versions by rewriting apiVersion.
+type unstructuredConvertor struct{}
+
+func (unstructuredConvertor) Convert(in, out, _ any) error {
+	src, ok1 := in.(*unstructured.Unstructured)
+	dst, ok2 := out.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("cannot convert %T to %T", in, out)
+	}
+	gvk := dst.GroupVersionKind()
+	dst.Object = src.DeepCopy().Object
+	if !gvk.Empty() {
+		dst.SetGroupVersionKind(gvk)
+	}
+	return nil
+}
+
+func (unstructuredConvertor) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("cannot convert %T", in)
+	}
+	gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{u.GroupVersionKind()})
+	if !ok {
+		return nil, fmt.Errorf("cannot convert %s to %v", u.GroupVersionKind(), target)
+	}
+	out := u.DeepCopy()
+	out.SetGroupVersionKind(gvk)
+	return out, nil
+}
+
+func (unstructuredConvertor) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+// customDefaulter applies the schema defaults of an object's version.
+type customDefaulter struct {
+	schemas map[string]*apiextensionsv1.JSONSchemaProps
+}
+
+func (d customDefaulter) Default(obj runtime.Object) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	if s, ok := d.schemas[u.GroupVersionKind().Version]; ok {
+		crd.Default(s, u.Object)
+	}
+}
+
+// unstructuredCreater makes empty custom objects.
+type unstructuredCreater struct{}
+
+func (unstructuredCreater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// unstructuredStatus returns the status of a custom object (nil when it has none).
+func unstructuredStatus(u *unstructured.Unstructured) (any, bool) {
+	v, ok := u.Object["status"]
+	return v, ok
+}
+
+// setUnstructuredStatus sets (or, when ok is false, removes) a custom object's status.
+func setUnstructuredStatus(u *unstructured.Unstructured, v any, ok bool) {
+	if ok {
+		u.Object["status"] = runtime.DeepCopyJSONValue(v)
+	} else {
+		delete(u.Object, "status")
+	}
+}

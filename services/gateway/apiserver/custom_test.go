@@ -1,0 +1,269 @@
+package apiserver_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"platform.io/services/gateway/gatewaytest"
+)
+
+const crdsPath = "/apis/apiextensions.platform.io/v1/customresourcedefinitions"
+
+// widgetCRD is a namespaced kind with two served versions (v1 stores), status and scale
+// subresources, printer columns, short names and a category, and a schema exercising pruning,
+// defaults, enums, bounds, list types and preserved fields.
+const widgetCRD = `{"apiVersion":"apiextensions.platform.io/v1","kind":"CustomResourceDefinition",
+  "metadata":{"name":"widgets.example.com"},
+  "spec":{"group":"example.com","scope":"Namespaced",
+    "names":{"plural":"widgets","singular":"widget","kind":"Widget","shortNames":["wd"],"categories":["all"]},
+    "versions":[
+      {"name":"v1","served":true,"storage":true,
+       "subresources":{"status":{},"scale":{"specReplicasPath":".spec.size","statusReplicasPath":".status.replicas"}},
+       "additionalPrinterColumns":[
+         {"name":"Size","type":"integer","jsonPath":".spec.size"},
+         {"name":"Color","type":"string","jsonPath":".spec.color","priority":1}],
+       "schema":{"openAPIV3Schema":{"type":"object","properties":{
+         "spec":{"type":"object","required":["size"],"properties":{
+           "size":{"type":"integer","minimum":1,"maximum":10},
+           "color":{"type":"string","enum":["red","blue"],"default":"red"},
+           "tags":{"type":"array","items":{"type":"string"}},
+           "ports":{"type":"array","x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["name"],
+             "items":{"type":"object","required":["name"],"properties":{"name":{"type":"string"},"port":{"type":"integer"}}}},
+           "extra":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}},
+         "status":{"type":"object","properties":{"replicas":{"type":"integer"}}}}}}},
+      {"name":"v2beta1","served":true,"storage":false,
+       "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
+func conditionStatus(crd map[string]any, typ string) string {
+	conds, _ := path(crd, "status.conditions").([]any)
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// establish creates a definition and waits until its kind is served.
+func establish(t *testing.T, e *gatewaytest.Env, body, resourceListPath, plural string) map[string]any {
+	t.Helper()
+	created := must(t, do(t, e, "POST", crdsPath, body), http.StatusCreated)
+	name := path(created, "metadata.name").(string)
+	waitFor(t, name+" to be served", func() bool {
+		r := do(t, e, "GET", resourceListPath, nil)
+		return r.code == http.StatusOK && strings.Contains(string(r.body), `"name":"`+plural+`"`)
+	})
+	return must(t, do(t, e, "GET", crdsPath+"/"+name, nil), http.StatusOK)
+}
+
+// Issue 5, steps 1-7 over HTTP: a definition is established and served; objects are pruned,
+// defaulted and validated against its schema; versions, subresources, Table, Protobuf and apply
+// behave as upstream; deleting the definition removes its objects and stops serving it.
+func TestCustomResourceLifecycle(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	crd := establish(t, e, widgetCRD, "/apis/example.com/v1", "widgets")
+
+	// Status as upstream: names accepted, established, the storage version recorded.
+	if conditionStatus(crd, "NamesAccepted") != "True" || conditionStatus(crd, "Established") != "True" {
+		t.Fatalf("conditions: %v", path(crd, "status.conditions"))
+	}
+	if path(crd, "status.acceptedNames.kind") != "Widget" || path(crd, "status.acceptedNames.listKind") != "WidgetList" {
+		t.Errorf("acceptedNames: %v", path(crd, "status.acceptedNames"))
+	}
+	if sv, _ := path(crd, "status.storedVersions").([]any); len(sv) != 1 || sv[0] != "v1" {
+		t.Errorf("storedVersions: %v", sv)
+	}
+
+	// Discovery: the group prefers v1 over v2beta1; short names, categories, subresources.
+	groups := must(t, do(t, e, "GET", "/apis", nil), http.StatusOK)
+	found := false
+	for _, g := range groups["groups"].([]any) {
+		gm := g.(map[string]any)
+		if gm["name"] == "example.com" {
+			found = true
+			if path(gm, "preferredVersion.version") != "v1" || len(gm["versions"].([]any)) != 2 {
+				t.Errorf("group example.com: %v", gm)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("/apis does not list example.com: %v", groups)
+	}
+	list := must(t, do(t, e, "GET", "/apis/example.com/v1", nil), http.StatusOK)
+	names := map[string]map[string]any{}
+	for _, r := range list["resources"].([]any) {
+		names[r.(map[string]any)["name"].(string)] = r.(map[string]any)
+	}
+	w := names["widgets"]
+	if w == nil || w["namespaced"] != true || w["kind"] != "Widget" || names["widgets/status"] == nil || names["widgets/scale"] == nil {
+		t.Fatalf("resource list: %s", do(t, e, "GET", "/apis/example.com/v1", nil).body)
+	}
+	if sn, _ := w["shortNames"].([]any); len(sn) != 1 || sn[0] != "wd" {
+		t.Errorf("shortNames: %v", w["shortNames"])
+	}
+	if cat, _ := w["categories"].([]any); len(cat) != 1 || cat[0] != "all" {
+		t.Errorf("categories: %v", w["categories"])
+	}
+
+	const widgets = "/apis/example.com/v1/namespaces/default/widgets"
+	// Unknown fields are pruned and reported, defaults applied, status dropped on create.
+	r := do(t, e, "POST", widgets, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","labels":{"app":"a"},"bogusMeta":1},
+	  "spec":{"size":2,"bogus":true,"extra":{"anything":{"goes":[1,2]}}},"status":{"replicas":9},"topLevel":"x"}`)
+	w1 := must(t, r, http.StatusCreated)
+	if path(w1, "spec.color") != "red" || path(w1, "spec.bogus") != nil || w1["topLevel"] != nil || path(w1, "metadata.bogusMeta") != nil {
+		t.Errorf("not pruned or defaulted: %s", r.body)
+	}
+	if path(w1, "spec.extra.anything.goes") == nil {
+		t.Errorf("preserved field pruned: %s", r.body)
+	}
+	if w1["status"] != nil || path(w1, "metadata.generation") != float64(1) || path(w1, "metadata.uid") == nil {
+		t.Errorf("create: status %v generation %v", w1["status"], path(w1, "metadata.generation"))
+	}
+	warnings := strings.Join(r.header.Values("Warning"), "\n")
+	for _, want := range []string{`spec.bogus`, `topLevel`, `metadata.bogusMeta`} {
+		if !strings.Contains(warnings, want) {
+			t.Errorf("no warning for %s: %q", want, warnings)
+		}
+	}
+	// Strict: the unknown field is a 400 and nothing is stored.
+	msg := do(t, e, "POST", widgets+"?fieldValidation=Strict", `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w2"},"spec":{"size":2,"bogus":1}}`).
+		status(t, http.StatusBadRequest, "BadRequest")
+	if !strings.Contains(msg, `unknown field "spec.bogus"`) {
+		t.Errorf("strict message: %s", msg)
+	}
+	// Schema violations: one 422 listing every one, nothing stored.
+	msg = do(t, e, "POST", widgets, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w2"},"spec":{"size":20,"color":"green","tags":"x"}}`).
+		status(t, http.StatusUnprocessableEntity, "Invalid")
+	for _, want := range []string{"spec.size", "spec.color", "spec.tags"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("422 does not report %s: %s", want, msg)
+		}
+	}
+	msg = do(t, e, "POST", widgets, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w2"},"spec":{}}`).
+		status(t, http.StatusUnprocessableEntity, "Invalid")
+	if !strings.Contains(msg, "spec.size") {
+		t.Errorf("missing required field: %s", msg)
+	}
+	do(t, e, "GET", widgets+"/w2", nil).status(t, http.StatusNotFound, "NotFound")
+
+	// The other served version reads the same object.
+	v2 := must(t, do(t, e, "GET", "/apis/example.com/v2beta1/namespaces/default/widgets/w1", nil), http.StatusOK)
+	if v2["apiVersion"] != "example.com/v2beta1" || path(v2, "spec.size") != float64(2) {
+		t.Errorf("v2beta1 read: %v", v2)
+	}
+	// Lists, with selectors, in every version.
+	l := must(t, do(t, e, "GET", "/apis/example.com/v1/widgets?labelSelector=app%3Da", nil), http.StatusOK)
+	if l["kind"] != "WidgetList" || len(l["items"].([]any)) != 1 {
+		t.Errorf("list: %v", l)
+	}
+	yamlList := do(t, e, "GET", widgets, nil, "Accept", "application/yaml")
+	if yamlList.code != http.StatusOK || !strings.Contains(string(yamlList.body), "kind: WidgetList") {
+		t.Errorf("YAML list: %d %s", yamlList.code, yamlList.body)
+	}
+
+	// Table: Name plus the printer columns, wide ones with priority 1.
+	table := must(t, do(t, e, "GET", widgets, nil, "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"), http.StatusOK)
+	cols := table["columnDefinitions"].([]any)
+	if len(cols) != 3 || cols[0].(map[string]any)["name"] != "Name" || cols[1].(map[string]any)["name"] != "Size" || cols[2].(map[string]any)["priority"] != float64(1) {
+		t.Errorf("columns: %v", cols)
+	}
+	cells := table["rows"].([]any)[0].(map[string]any)["cells"].([]any)
+	if cells[0] != "w1" || cells[1] != float64(2) || cells[2] != "red" {
+		t.Errorf("cells: %v", cells)
+	}
+	// No Protobuf for custom resources: 406 unless a fallback is listed.
+	do(t, e, "GET", widgets+"/w1", nil, "Accept", "application/vnd.kubernetes.protobuf").status(t, http.StatusNotAcceptable, "NotAcceptable")
+	fb := do(t, e, "GET", widgets+"/w1", nil, "Accept", "application/vnd.kubernetes.protobuf, application/json")
+	if fb.code != http.StatusOK || fb.header.Get("Content-Type") != "application/json" {
+		t.Errorf("fallback: %d %s", fb.code, fb.header.Get("Content-Type"))
+	}
+	do(t, e, "POST", widgets, []byte{0x6b, 0x38, 0x73, 0x00}, "Content-Type", "application/vnd.kubernetes.protobuf").
+		status(t, http.StatusUnsupportedMediaType, "UnsupportedMediaType")
+
+	// Patches: merge bumps generation; strategic merge is not for custom resources.
+	p := must(t, do(t, e, "PATCH", widgets+"/w1", `{"spec":{"size":3}}`, "Content-Type", "application/merge-patch+json"), http.StatusOK)
+	if path(p, "spec.size") != float64(3) || path(p, "metadata.generation") != float64(2) {
+		t.Errorf("merge patch: %v", p)
+	}
+	do(t, e, "PATCH", widgets+"/w1", `{"spec":{"size":4}}`, "Content-Type", "application/strategic-merge-patch+json").
+		status(t, http.StatusUnsupportedMediaType, "UnsupportedMediaType")
+	do(t, e, "PATCH", widgets+"/w1", `[{"op":"replace","path":"/spec/size","value":50}]`, "Content-Type", "application/json-patch+json").
+		status(t, http.StatusUnprocessableEntity, "Invalid")
+
+	// Status subresource: only status changes through it, and the main resource keeps status.
+	st := must(t, do(t, e, "PATCH", widgets+"/w1/status", `{"status":{"replicas":2},"spec":{"size":9}}`, "Content-Type", "application/merge-patch+json"), http.StatusOK)
+	if path(st, "status.replicas") != float64(2) || path(st, "spec.size") != float64(3) || path(st, "metadata.generation") != float64(2) {
+		t.Errorf("status patch: %v", st)
+	}
+	up := must(t, do(t, e, "PATCH", widgets+"/w1", `{"status":{"replicas":7}}`, "Content-Type", "application/merge-patch+json"), http.StatusOK)
+	if path(up, "status.replicas") != float64(2) {
+		t.Errorf("main resource changed status: %v", path(up, "status"))
+	}
+
+	// Scale subresource over the definition's paths.
+	sc := must(t, do(t, e, "GET", widgets+"/w1/scale", nil), http.StatusOK)
+	if sc["kind"] != "Scale" || path(sc, "spec.replicas") != float64(3) || path(sc, "status.replicas") != float64(2) {
+		t.Errorf("scale: %v", sc)
+	}
+	must(t, do(t, e, "PATCH", widgets+"/w1/scale", `{"spec":{"replicas":5}}`, "Content-Type", "application/merge-patch+json"), http.StatusOK)
+	if got := must(t, do(t, e, "GET", widgets+"/w1", nil), http.StatusOK); path(got, "spec.size") != float64(5) {
+		t.Errorf("scale did not set spec.size: %v", path(got, "spec"))
+	}
+	do(t, e, "PATCH", widgets+"/w1/scale", `{"spec":{"replicas":50}}`, "Content-Type", "application/merge-patch+json").
+		status(t, http.StatusUnprocessableEntity, "Invalid")
+
+	// Server-side apply with the schema's markers: a map list merges per key, other lists are atomic.
+	apply := func(manager, body string) response {
+		return do(t, e, "PATCH", widgets+"/w3?fieldManager="+manager, body, "Content-Type", "application/apply-patch+yaml")
+	}
+	must(t, apply("a", `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w3"},"spec":{"size":1,"ports":[{"name":"http","port":80}],"tags":["x"]}}`), http.StatusCreated)
+	merged := must(t, apply("b", `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w3"},"spec":{"ports":[{"name":"https","port":443}]}}`), http.StatusOK)
+	if ports, _ := path(merged, "spec.ports").([]any); len(ports) != 2 {
+		t.Errorf("map list not merged per key: %v", path(merged, "spec.ports"))
+	}
+	msg = apply("b", `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w3"},"spec":{"tags":["y"]}}`).status(t, http.StatusConflict, "Conflict")
+	if !strings.Contains(msg, ".spec.tags") {
+		t.Errorf("atomic list conflict: %s", msg)
+	}
+
+	// Deleting the definition deletes its objects and stops serving the kind.
+	must(t, do(t, e, "DELETE", crdsPath+"/widgets.example.com", nil), http.StatusOK)
+	waitFor(t, "the definition to be removed", func() bool {
+		return do(t, e, "GET", crdsPath+"/widgets.example.com", nil).code == http.StatusNotFound
+	})
+	do(t, e, "GET", "/apis/example.com/v1", nil).status(t, http.StatusNotFound, "NotFound")
+	do(t, e, "GET", widgets, nil).status(t, http.StatusNotFound, "NotFound")
+	// Defined again, the kind starts empty.
+	establish(t, e, widgetCRD, "/apis/example.com/v1", "widgets")
+	if l := must(t, do(t, e, "GET", "/apis/example.com/v1/widgets", nil), http.StatusOK); len(l["items"].([]any)) != 0 {
+		t.Errorf("objects survived their definition: %v", l["items"])
+	}
+}
+
+// A definition whose names another definition of the group uses is not accepted, not
+// established and not served; it is once the other goes away.
+func TestCRDNamesConflict(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	establish(t, e, widgetCRD, "/apis/example.com/v1", "widgets")
+	gizmo := strings.NewReplacer(`widgets.example.com`, `gizmos.example.com`, `"plural":"widgets"`, `"plural":"gizmos"`,
+		`"singular":"widget"`, `"singular":"gizmo"`).Replace(widgetCRD)
+	must(t, do(t, e, "POST", crdsPath, gizmo), http.StatusCreated)
+	var crd map[string]any
+	waitFor(t, "NamesAccepted=False", func() bool {
+		crd = must(t, do(t, e, "GET", crdsPath+"/gizmos.example.com", nil), http.StatusOK)
+		return conditionStatus(crd, "NamesAccepted") == "False"
+	})
+	if conditionStatus(crd, "Established") == "True" || !strings.Contains(string(do(t, e, "GET", crdsPath+"/gizmos.example.com", nil).body), "NameConflict") {
+		t.Errorf("conflicting definition: %v", path(crd, "status"))
+	}
+	if strings.Contains(string(do(t, e, "GET", "/apis/example.com/v1", nil).body), `"gizmos"`) {
+		t.Error("a definition with conflicting names is served")
+	}
+	must(t, do(t, e, "DELETE", crdsPath+"/widgets.example.com", nil), http.StatusOK)
+	waitFor(t, "gizmos to be served", func() bool {
+		return strings.Contains(string(do(t, e, "GET", "/apis/example.com/v1", nil).body), `"gizmos"`)
+	})
+}

@@ -20,6 +20,7 @@ const widgetCRD = `{"apiVersion":"apiextensions.platform.io/v1","kind":"CustomRe
     "versions":[
       {"name":"v1","served":true,"storage":true,
        "subresources":{"status":{},"scale":{"specReplicasPath":".spec.size","statusReplicasPath":".status.replicas"}},
+       "selectableFields":[{"jsonPath":".spec.color"}],
        "additionalPrinterColumns":[
          {"name":"Size","type":"integer","jsonPath":".spec.size"},
          {"name":"Color","type":"string","jsonPath":".spec.color","priority":1}],
@@ -159,6 +160,13 @@ func TestCustomResourceLifecycle(t *testing.T) {
 	if l["kind"] != "WidgetList" || len(l["items"].([]any)) != 1 {
 		t.Errorf("list: %v", l)
 	}
+	for sel, want := range map[string]int{"spec.color%3Dred": 1, "spec.color%3Dblue": 0, "metadata.name%3Dw1": 1} {
+		l := must(t, do(t, e, "GET", widgets+"?fieldSelector="+sel, nil), http.StatusOK)
+		if len(l["items"].([]any)) != want {
+			t.Errorf("fieldSelector %s: %d items, want %d", sel, len(l["items"].([]any)), want)
+		}
+	}
+	do(t, e, "GET", widgets+"?fieldSelector=spec.size%3D2", nil).status(t, http.StatusBadRequest, "BadRequest")
 	yamlList := do(t, e, "GET", widgets, nil, "Accept", "application/yaml")
 	if yamlList.code != http.StatusOK || !strings.Contains(string(yamlList.body), "kind: WidgetList") {
 		t.Errorf("YAML list: %d %s", yamlList.code, yamlList.body)
@@ -266,4 +274,80 @@ func TestCRDNamesConflict(t *testing.T) {
 	waitFor(t, "gizmos to be served", func() bool {
 		return strings.Contains(string(do(t, e, "GET", "/apis/example.com/v1", nil).body), `"gizmos"`)
 	})
+}
+
+// Issue 5 step 4: versions with conversion None honour served and storage; moving the storage
+// version records it in storedVersions, and every served version reads every object; each
+// version validates with its own schema.
+func TestCRDVersions(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const def = `{"apiVersion":"apiextensions.platform.io/v1","kind":"CustomResourceDefinition",
+	  "metadata":{"name":"gadgets.example.com"},
+	  "spec":{"group":"example.com","scope":"Cluster","names":{"plural":"gadgets","kind":"Gadget"},
+	    "versions":[
+	      {"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"string"}}}}}}},
+	      {"name":"v2","served":false,"storage":false,"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer","maximum":5}}}}}}}]}}`
+	crd := establish(t, e, def, "/apis/example.com/v1", "gadgets")
+	do(t, e, "GET", "/apis/example.com/v2/gadgets", nil).status(t, http.StatusNotFound, "NotFound")
+	must(t, do(t, e, "POST", "/apis/example.com/v1/gadgets", `{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g1"},"spec":{"a":"x","b":9}}`), http.StatusCreated)
+
+	// Serve v2 and store in it.
+	vs := path(crd, "spec.versions").([]any)
+	vs[0].(map[string]any)["storage"] = false
+	vs[1].(map[string]any)["served"] = true
+	vs[1].(map[string]any)["storage"] = true
+	updated := must(t, do(t, e, "PUT", crdsPath+"/gadgets.example.com", crd), http.StatusOK)
+	if sv, _ := path(updated, "status.storedVersions").([]any); len(sv) != 2 || sv[0] != "v1" || sv[1] != "v2" {
+		t.Errorf("storedVersions after moving storage: %v", sv)
+	}
+	waitFor(t, "v2 to be served", func() bool { return do(t, e, "GET", "/apis/example.com/v2/gadgets", nil).code == http.StatusOK })
+
+	// v1's object (b pruned by v1's schema) reads in v2; v2 validates b with its own schema.
+	g1 := must(t, do(t, e, "GET", "/apis/example.com/v2/gadgets/g1", nil), http.StatusOK)
+	if g1["apiVersion"] != "example.com/v2" || path(g1, "spec.a") != "x" || path(g1, "spec.b") != nil {
+		t.Errorf("v1 object read in v2: %v", g1)
+	}
+	msg := do(t, e, "POST", "/apis/example.com/v2/gadgets", `{"apiVersion":"example.com/v2","kind":"Gadget","metadata":{"name":"g2"},"spec":{"b":9}}`).
+		status(t, http.StatusUnprocessableEntity, "Invalid")
+	if !strings.Contains(msg, "spec.b") {
+		t.Errorf("v2 schema not applied: %s", msg)
+	}
+	must(t, do(t, e, "POST", "/apis/example.com/v2/gadgets", `{"apiVersion":"example.com/v2","kind":"Gadget","metadata":{"name":"g2"},"spec":{"b":3}}`), http.StatusCreated)
+	g2 := must(t, do(t, e, "GET", "/apis/example.com/v1/gadgets/g2", nil), http.StatusOK)
+	if g2["apiVersion"] != "example.com/v1" || path(g2, "spec.b") != float64(3) {
+		t.Errorf("v2 object read in v1: %v", g2)
+	}
+	// The body's apiVersion must be the URL's.
+	do(t, e, "POST", "/apis/example.com/v1/gadgets", `{"apiVersion":"example.com/v2","kind":"Gadget","metadata":{"name":"g3"}}`).
+		status(t, http.StatusBadRequest, "BadRequest")
+}
+
+// Deleting a definition waits for its objects' finalizers: the definition is Terminating, its
+// kind takes no new objects, and it goes once the last object is gone.
+func TestCRDDeletionWaitsForFinalizers(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	establish(t, e, widgetCRD, "/apis/example.com/v1", "widgets")
+	const widgets = "/apis/example.com/v1/namespaces/default/widgets"
+	must(t, do(t, e, "POST", widgets, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"held","finalizers":["example.com/hold"]},"spec":{"size":1}}`), http.StatusCreated)
+	must(t, do(t, e, "POST", widgets, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"free"},"spec":{"size":1}}`), http.StatusCreated)
+	deleted := must(t, do(t, e, "DELETE", crdsPath+"/widgets.example.com", nil), http.StatusOK)
+	if path(deleted, "metadata.deletionTimestamp") == nil {
+		t.Fatalf("definition not marked for deletion: %v", deleted)
+	}
+	waitFor(t, "the free widget to go", func() bool { return do(t, e, "GET", widgets+"/free", nil).code == http.StatusNotFound })
+	held := must(t, do(t, e, "GET", widgets+"/held", nil), http.StatusOK)
+	if path(held, "metadata.deletionTimestamp") == nil {
+		t.Errorf("held widget not marked: %v", held)
+	}
+	crd := must(t, do(t, e, "GET", crdsPath+"/widgets.example.com", nil), http.StatusOK)
+	if conditionStatus(crd, "Terminating") != "True" {
+		t.Errorf("Terminating: %v", path(crd, "status.conditions"))
+	}
+	do(t, e, "POST", widgets, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"late"},"spec":{"size":1}}`).
+		status(t, http.StatusMethodNotAllowed, "MethodNotAllowed")
+	must(t, do(t, e, "PATCH", widgets+"/held", `{"metadata":{"finalizers":null}}`, "Content-Type", "application/merge-patch+json"), http.StatusOK)
+	waitFor(t, "the definition to go", func() bool {
+		return do(t, e, "GET", crdsPath+"/widgets.example.com", nil).code == http.StatusNotFound
+	})
+	waitFor(t, "the kind to stop being served", func() bool { return do(t, e, "GET", widgets, nil).code == http.StatusNotFound })
 }

@@ -16,7 +16,12 @@
 // ValidateNamesNotTaken is a separate check that needs the other stored CRDs
 // and so is not part of Validate.
 //
-// The package deliberately builds on the apiextensions v1 Go types and on
-// k8s.io/apimachinery only; it does not use the upstream apiextensions
-// apiserver or its validation packages.
+// It also serves custom objects: Prune, PruneNulls, Default and ValidateValue
+// apply a version's structural schema to an object, and TypeConverter gives
+// server-side apply the schema's list and map markers.
+//
+// The package builds on the apiextensions v1 Go types, k8s.io/apimachinery
+// and kube-openapi (for TypeConverter's models, with ObjectMeta's taken from
+// apiextensions' generated definitions); it does not use the upstream
+// apiextensions apiserver or its validation packages.
 package crd

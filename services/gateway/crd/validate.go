@@ -272,8 +272,9 @@ func validateRootSchema(s *apiextensionsv1.JSONSchemaProps, statusEnabled bool, 
 	if s.Nullable {
 		errs = append(errs, field.Forbidden(p.Child("nullable"), "nullable cannot be true at the root"))
 	}
-	errs = append(errs, ValidateStructural(s, p)...)
-	errs = append(errs, validateSchemaValues(s, p)...)
+	structErrs := ValidateStructural(s, p)
+	errs = append(errs, structErrs...)
+	errs = append(errs, validateSchemaValues(s, p, structErrs)...)
 	return errs
 }
 

@@ -250,6 +250,12 @@ func valueEqual(a, b any) bool {
 	return valueCanonical(a) == valueCanonical(b)
 }
 
+// jsonText is a value shown as JSON in error messages.
+type jsonText string
+
+// String returns the JSON text.
+func (j jsonText) String() string { return string(j) }
+
 // valueForError returns v in a form field errors print readably: objects
 // and arrays as JSON, json.Number as a number, everything else unchanged.
 func valueForError(v any) any {

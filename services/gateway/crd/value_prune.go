@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Prune removes from obj, in place, every field its structural schema does
@@ -48,6 +49,18 @@ func Prune(schema *apiextensionsv1.JSONSchemaProps, obj map[string]any) []string
 		warnings[i] = fmt.Sprintf("unknown field %q", path)
 	}
 	return warnings
+}
+
+// valueUnknownFields returns, sorted, the paths (relative to v, in Prune's
+// notation) of the fields that pruning v, a value of schema s, would remove,
+// without modifying v, which must hold only what valueDecodeJSON returns.
+// Unlike Prune, it does not take v for a resource root, but an
+// x-kubernetes-embedded-resource s keeps apiVersion, kind and metadata.
+func valueUnknownFields(s *apiextensionsv1.JSONSchemaProps, v any) []string {
+	p := &valuePruner{}
+	p.prune(runtime.DeepCopyJSONValue(v), s, false, "")
+	sort.Strings(p.removed)
+	return p.removed
 }
 
 // valuePruner collects the paths of the fields Prune removes.

@@ -70,6 +70,29 @@ type valueContext struct {
 	// x-kubernetes-int-or-string of the node it refines (allOf[0]), which
 	// the type check already covers.
 	intOrStringAnyOf bool
+	// forDefault says that the value is the default of a schema node being
+	// checked by Validate, whose errors name the default: messages have no
+	// "<path> in body" subject, and a value of the wrong type or format is
+	// an Invalid value that "must be of type <t>".
+	forDefault bool
+	// noJunctors skips allOf, anyOf, oneOf and not, for a default whose
+	// schema is not structural (they may then describe anything).
+	noJunctors bool
+}
+
+// child is the context of the items and fields of a value of context c.
+func (c valueContext) child() valueContext {
+	return valueContext{structural: c.structural, forDefault: c.forDefault, noJunctors: c.noJunctors}
+}
+
+// detail words a message about the value at p: upstream's
+// "spec.replicas in body should be ..." or, for a default, "should be ...".
+func (c valueContext) detail(p *field.Path, format string, args ...any) string {
+	msg := fmt.Sprintf(format, args...)
+	if c.forDefault {
+		return msg
+	}
+	return valueInBody(p) + " " + msg
 }
 
 // valueValidate validates v against s; p is the path of v (nil at the root).
@@ -80,7 +103,7 @@ func valueValidate(s *apiextensionsv1.JSONSchemaProps, v any, p *field.Path, c v
 	types := valueSchemaTypes(s)
 	if v == nil {
 		if len(types) > 0 && !s.Nullable {
-			errs = append(errs, valueTypeError(p, types, "null"))
+			errs = append(errs, valueTypeError(p, types, nil, c))
 		}
 		if len(s.Enum) > 0 && !valueInEnum(nil, s.Enum) {
 			errs = append(errs, valueEnumError(p, nil, s.Enum))
@@ -89,18 +112,20 @@ func valueValidate(s *apiextensionsv1.JSONSchemaProps, v any, p *field.Path, c v
 	}
 
 	if len(types) > 0 && !valueTypeMatches(types, v) {
-		errs = append(errs, valueTypeError(p, types, valueJSONType(v)))
+		errs = append(errs, valueTypeError(p, types, v, c))
 	}
-	errs = append(errs, valueValidateJunctors(s, v, p, c)...)
+	if !c.noJunctors {
+		errs = append(errs, valueValidateJunctors(s, v, p, c)...)
+	}
 	switch x := v.(type) {
 	case string:
-		errs = append(errs, valueValidateString(s, x, p)...)
+		errs = append(errs, valueValidateString(s, x, p, c)...)
 	case []any:
 		errs = append(errs, valueValidateArray(s, x, p, c)...)
 	case map[string]any, bool:
 	default:
 		if _, ok := valueFloat(v); ok {
-			errs = append(errs, valueValidateNumber(s, v, p)...)
+			errs = append(errs, valueValidateNumber(s, v, p, c)...)
 		}
 	}
 	if len(s.Enum) > 0 && !valueInEnum(v, s.Enum) {
@@ -137,29 +162,38 @@ func valueTypeMatches(types []string, v any) bool {
 	return false
 }
 
-// valueTypeError is upstream's type error, e.g.
-// `spec.replicas in body must be of type integer: "string"`.
-func valueTypeError(p *field.Path, types []string, actual string) *field.Error {
+// valueTypeError is upstream's type error for the value v, e.g.
+// `spec.replicas in body must be of type integer: "string"`, or for a
+// default `Invalid value: "three": must be of type integer`.
+func valueTypeError(p *field.Path, types []string, v any, c valueContext) *field.Error {
+	if c.forDefault {
+		return field.Invalid(p, valueForError(v), "must be of type "+strings.Join(types, " or "))
+	}
+	actual := valueJSONType(v)
 	return field.TypeInvalid(p, actual, fmt.Sprintf("%s must be of type %s: %q", valueInBody(p), strings.Join(types, ","), actual))
 }
 
 // valueValidateString checks the string keywords and the format of s.
-func valueValidateString(s *apiextensionsv1.JSONSchemaProps, x string, p *field.Path) field.ErrorList {
+func valueValidateString(s *apiextensionsv1.JSONSchemaProps, x string, p *field.Path, c valueContext) field.ErrorList {
 	var errs field.ErrorList
 	n := int64(utf8.RuneCountInString(x))
 	if s.MaxLength != nil && n > *s.MaxLength {
 		errs = append(errs, field.TooLong(p, "", int(*s.MaxLength)))
 	}
 	if s.MinLength != nil && n < *s.MinLength {
-		errs = append(errs, field.Invalid(p, x, fmt.Sprintf("%s should be at least %d chars long", valueInBody(p), *s.MinLength)))
+		errs = append(errs, field.Invalid(p, x, c.detail(p, "should be at least %d chars long", *s.MinLength)))
 	}
 	if s.Pattern != "" {
 		if re := valuePattern(s.Pattern); re != nil && !re.MatchString(x) {
-			errs = append(errs, field.Invalid(p, x, fmt.Sprintf("%s should match '%s'", valueInBody(p), s.Pattern)))
+			errs = append(errs, field.Invalid(p, x, c.detail(p, "should match '%s'", s.Pattern)))
 		}
 	}
 	if check := valueFormatCheck(s.Format); check != nil && !check(x) {
-		errs = append(errs, field.TypeInvalid(p, x, fmt.Sprintf("%s must be of type %s: %q", valueInBody(p), s.Format, x)))
+		if c.forDefault {
+			errs = append(errs, field.Invalid(p, x, "must be of type "+s.Format))
+		} else {
+			errs = append(errs, field.TypeInvalid(p, x, fmt.Sprintf("%s must be of type %s: %q", valueInBody(p), s.Format, x)))
+		}
 	}
 	return errs
 }
@@ -183,29 +217,33 @@ func valuePattern(pattern string) *regexp.Regexp {
 
 // valueValidateNumber checks multipleOf, minimum, maximum and the int32 and
 // int64 formats against the number v.
-func valueValidateNumber(s *apiextensionsv1.JSONSchemaProps, v any, p *field.Path) field.ErrorList {
+func valueValidateNumber(s *apiextensionsv1.JSONSchemaProps, v any, p *field.Path, c valueContext) field.ErrorList {
 	var errs field.ErrorList
 	f, _ := valueFloat(v)
 	shown := valueForError(v)
 	if m := s.MultipleOf; m != nil && *m > 0 && !valueIsMultipleOf(v, f, *m) {
-		errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%s should be a multiple of %s", valueInBody(p), valueFormatNumber(*m))))
+		errs = append(errs, field.Invalid(p, shown, c.detail(p, "should be a multiple of %s", valueFormatNumber(*m))))
 	}
 	if m := s.Minimum; m != nil {
 		if s.ExclusiveMinimum && f <= *m {
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%s should be greater than %s", valueInBody(p), valueFormatNumber(*m))))
+			errs = append(errs, field.Invalid(p, shown, c.detail(p, "should be greater than %s", valueFormatNumber(*m))))
 		} else if !s.ExclusiveMinimum && f < *m {
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%s should be greater than or equal to %s", valueInBody(p), valueFormatNumber(*m))))
+			errs = append(errs, field.Invalid(p, shown, c.detail(p, "should be greater than or equal to %s", valueFormatNumber(*m))))
 		}
 	}
 	if m := s.Maximum; m != nil {
 		if s.ExclusiveMaximum && f >= *m {
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%s should be less than %s", valueInBody(p), valueFormatNumber(*m))))
+			errs = append(errs, field.Invalid(p, shown, c.detail(p, "should be less than %s", valueFormatNumber(*m))))
 		} else if !s.ExclusiveMaximum && f > *m {
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%s should be less than or equal to %s", valueInBody(p), valueFormatNumber(*m))))
+			errs = append(errs, field.Invalid(p, shown, c.detail(p, "should be less than or equal to %s", valueFormatNumber(*m))))
 		}
 	}
 	if !valueFitsFormat(v, f, s.Format) {
-		errs = append(errs, field.TypeInvalid(p, shown, fmt.Sprintf("%s must be of type %s", valueInBody(p), s.Format)))
+		if c.forDefault {
+			errs = append(errs, field.Invalid(p, shown, "must be of type "+s.Format))
+		} else {
+			errs = append(errs, field.TypeInvalid(p, shown, fmt.Sprintf("%s must be of type %s", valueInBody(p), s.Format)))
+		}
 	}
 	return errs
 }
@@ -245,14 +283,14 @@ func valueFitsFormat(v any, f float64, format string) bool {
 func valueValidateArray(s *apiextensionsv1.JSONSchemaProps, x []any, p *field.Path, c valueContext) field.ErrorList {
 	var errs field.ErrorList
 	if items := valueItems(s); items != nil {
-		child := valueContext{structural: c.structural}
+		child := c.child()
 		for i, item := range x {
 			errs = append(errs, valueValidate(items, item, p.Index(i), child)...)
 		}
 	}
 	n := len(x)
 	if s.MinItems != nil && int64(n) < *s.MinItems {
-		errs = append(errs, field.Invalid(p, n, fmt.Sprintf("%s should have at least %d items", valueInBody(p), *s.MinItems)))
+		errs = append(errs, field.Invalid(p, n, c.detail(p, "should have at least %d items", *s.MinItems)))
 	}
 	if s.MaxItems != nil && int64(n) > *s.MaxItems {
 		errs = append(errs, field.TooMany(p, n, int(*s.MaxItems)))
@@ -320,7 +358,7 @@ func valueValidateObject(s *apiextensionsv1.JSONSchemaProps, x map[string]any, p
 	var errs field.ErrorList
 	n := len(x)
 	if s.MinProperties != nil && int64(n) < *s.MinProperties {
-		errs = append(errs, field.Invalid(p, n, fmt.Sprintf("%s should have at least %d properties", valueInBody(p), *s.MinProperties)))
+		errs = append(errs, field.Invalid(p, n, c.detail(p, "should have at least %d properties", *s.MinProperties)))
 	}
 	if s.MaxProperties != nil && int64(n) > *s.MaxProperties {
 		errs = append(errs, field.TooMany(p, n, int(*s.MaxProperties)))
@@ -328,7 +366,7 @@ func valueValidateObject(s *apiextensionsv1.JSONSchemaProps, x map[string]any, p
 
 	ap, hasAP := valueAdditional(s)
 	noneAllowed := hasAP && ap == nil && !s.AdditionalProperties.Allows
-	child := valueContext{structural: c.structural}
+	child := c.child()
 	for _, k := range sortedKeys(x) {
 		if c.root && valueMetaFields[k] {
 			continue
@@ -338,7 +376,11 @@ func valueValidateObject(s *apiextensionsv1.JSONSchemaProps, x map[string]any, p
 		} else if ap != nil {
 			errs = append(errs, valueValidate(ap, x[k], p.Child(k), child)...)
 		} else if noneAllowed {
-			errs = append(errs, field.Invalid(p, k, fmt.Sprintf("%s.%s in body is a forbidden property", valuePathName(p), k)))
+			msg := "is a forbidden property"
+			if !c.forDefault {
+				msg = fmt.Sprintf("%s.%s in body %s", valuePathName(p), k, msg)
+			}
+			errs = append(errs, field.Invalid(p, k, msg))
 		}
 	}
 
@@ -403,9 +445,13 @@ func valueValidateTypeField(x map[string]any, name string, p *field.Path, check 
 // of every branch.
 func valueValidateJunctors(s *apiextensionsv1.JSONSchemaProps, v any, p *field.Path, c valueContext) field.ErrorList {
 	var errs field.ErrorList
-	name := valuePathName(p)
+	// upstream names the value: `"spec.x" must validate ...`
+	subject := fmt.Sprintf("%q ", valuePathName(p))
+	if c.forDefault {
+		subject = ""
+	}
 	shown := valueForComposite(v)
-	branch := valueContext{}
+	branch := valueContext{forDefault: c.forDefault}
 
 	skipAnyOf := c.intOrStringAnyOf || (s.XIntOrString && isIntOrStringAnyOf(s.AnyOf))
 	if len(s.AnyOf) > 0 && !skipAnyOf {
@@ -422,7 +468,7 @@ func valueValidateJunctors(s *apiextensionsv1.JSONSchemaProps, v any, p *field.P
 			}
 		}
 		if !matched {
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%q must validate at least one schema (anyOf)", name)))
+			errs = append(errs, field.Invalid(p, shown, subject+"must validate at least one schema (anyOf)"))
 			errs = append(errs, best...)
 		}
 	}
@@ -441,10 +487,10 @@ func valueValidateJunctors(s *apiextensionsv1.JSONSchemaProps, v any, p *field.P
 		switch valid {
 		case 1:
 		case 0:
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%q must validate one and only one schema (oneOf). Found none valid", name)))
+			errs = append(errs, field.Invalid(p, shown, subject+"must validate one and only one schema (oneOf). Found none valid"))
 			errs = append(errs, best...)
 		default:
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%q must validate one and only one schema (oneOf). Found %d valid alternatives", name, valid)))
+			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%smust validate one and only one schema (oneOf). Found %d valid alternatives", subject, valid)))
 		}
 	}
 
@@ -464,12 +510,12 @@ func valueValidateJunctors(s *apiextensionsv1.JSONSchemaProps, v any, p *field.P
 			if valid == 0 {
 				suffix = ". None validated"
 			}
-			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%q must validate all the schemas (allOf)%s", name, suffix)))
+			errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%smust validate all the schemas (allOf)%s", subject, suffix)))
 		}
 	}
 
 	if s.Not != nil && len(valueValidate(s.Not, v, p, branch)) == 0 {
-		errs = append(errs, field.Invalid(p, shown, fmt.Sprintf("%q must not validate the schema (not)", name)))
+		errs = append(errs, field.Invalid(p, shown, subject+"must not validate the schema (not)"))
 	}
 	return errs
 }

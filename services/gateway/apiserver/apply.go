@@ -136,7 +136,7 @@ func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation)
 	}
 	switch {
 	case len(strict) > 0 && fv == validationStrict:
-		return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(strict, ", "))
+		return nil, nil, strictDecodingError(res, strict)
 	case fv == validationIgnore:
 		strict = nil
 	}

@@ -121,7 +121,7 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 		strict = append(strict, unknown...)
 	}
 	if len(strict) > 0 && v == validationStrict {
-		return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(strict, ", "))
+		return nil, nil, strictDecodingError(res, strict)
 	}
 	if v == validationIgnore {
 		strict = nil

@@ -332,6 +332,10 @@ func (a *API) crdController(ctx context.Context, res *registry.Resource, c *apie
 			setCRDCondition(next, apiextensionsv1.Established, apiextensionsv1.ConditionFalse, "NotAccepted", "not all names are accepted", now)
 		}
 	}
+	if isEstablished(next) {
+		// Serve before saying so: a client that sees Established must find the kind here.
+		a.registerCRD(next)
+	}
 	return a.writeCRDStatus(ctx, res, c, next)
 }
 

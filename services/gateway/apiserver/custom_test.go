@@ -48,16 +48,21 @@ func conditionStatus(crd map[string]any, typ string) string {
 	return ""
 }
 
-// establish creates a definition and waits until its kind is served.
+// establish creates a definition and waits until it is established, which must mean served.
 func establish(t *testing.T, e *gatewaytest.Env, body, resourceListPath, plural string) map[string]any {
 	t.Helper()
 	created := must(t, do(t, e, "POST", crdsPath, body), http.StatusCreated)
 	name := path(created, "metadata.name").(string)
-	waitFor(t, name+" to be served", func() bool {
-		r := do(t, e, "GET", resourceListPath, nil)
-		return r.code == http.StatusOK && strings.Contains(string(r.body), `"name":"`+plural+`"`)
+	var crd map[string]any
+	waitFor(t, name+" to be established", func() bool {
+		crd = must(t, do(t, e, "GET", crdsPath+"/"+name, nil), http.StatusOK)
+		return conditionStatus(crd, "Established") == "True"
 	})
-	return must(t, do(t, e, "GET", crdsPath+"/"+name, nil), http.StatusOK)
+	// Established means served: no wait between the two.
+	if r := do(t, e, "GET", resourceListPath, nil); r.code != http.StatusOK || !strings.Contains(string(r.body), `"name":"`+plural+`"`) {
+		t.Fatalf("%s is established but %s does not list %s: %d %s", name, resourceListPath, plural, r.code, r.body)
+	}
+	return crd
 }
 
 // Issue 5, steps 1-7 over HTTP: a definition is established and served; objects are pruned,

@@ -14,6 +14,7 @@ import (
 
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/registry"
 )
 
 // conflictMessage is upstream's wording for a failed compare-and-swap; clients match on the reason.
@@ -104,13 +105,18 @@ func notAcceptable(msg string) error {
 	return newStatusError(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, msg)
 }
 
-// unsupportedMediaType is the 415 for a request body of a type the endpoint does not read.
-func unsupportedMediaType(mediaType string, accepted ...string) error {
+// unsupportedMediaType is the 415 for a request body of a type the endpoint does not read, in
+// upstream's words (which do not repeat the type sent).
+func unsupportedMediaType(_ string, accepted ...string) error {
 	msg := "the body of the request was in an unknown format - accepted media types include: " + strings.Join(accepted, ", ")
-	if mediaType != "" {
-		msg = fmt.Sprintf("%s is not supported - accepted media types include: %s", mediaType, strings.Join(accepted, ", "))
-	}
 	return newStatusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, msg)
+}
+
+// strictDecodingError is the 400 for unknown or duplicate fields under fieldValidation=Strict,
+// in upstream's words.
+func strictDecodingError(res *registry.Resource, fields []string) error {
+	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+		res.Kind, res.Version, res.Kind, strings.Join(fields, ", ")))
 }
 
 // notFoundPath is upstream's 404 for a URL that names nothing.

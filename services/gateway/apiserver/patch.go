@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
 )
 
 // Patch media types.
@@ -202,7 +200,7 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 		if len(strict) > 0 && fv == validationStrict {
-			return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(strict, ", "))
+			return nil, nil, strictDecodingError(res, strict)
 		}
 		if fv == validationIgnore {
 			strict = nil
@@ -216,7 +214,7 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 				return nil, nil, err
 			}
 			if len(unknown) > 0 && fv == validationStrict {
-				return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(unknown, ", "))
+				return nil, nil, strictDecodingError(res, unknown)
 			}
 			if fv != validationIgnore {
 				strict = append(strict, unknown...)

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -131,7 +130,7 @@ func isWatch(r *http.Request) bool {
 // notFoundType is the 404 for a URL naming a resource type that is not served.
 func notFoundType(gvr schema.GroupVersionResource) error {
 	err := apierrors.NewNotFound(schema.GroupResource{Group: gvr.Group, Resource: gvr.Resource}, "")
-	err.ErrStatus.Message = fmt.Sprintf("the server could not find the requested resource (%s %s)", gvr.GroupVersion().String(), gvr.Resource)
+	err.ErrStatus.Message = "the server could not find the requested resource"
 	return err
 }
 

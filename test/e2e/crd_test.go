@@ -653,3 +653,46 @@ func TestDynamicClientCustomResources(t *testing.T) {
 		return fmt.Errorf("get: %v", err)
 	})
 }
+
+// Issue 5: definitions and their objects survive a restart of the all-in-one, and the kinds are
+// served as soon as the server is ready (readyz waits for the stored definitions to be read).
+func TestCustomResourcesAcrossRestart(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stack.Options{Mode: stack.AllInOne})
+	dyn := dynamicClient(t, s)
+	ns := createNamespace(t, dyn, "e2e-rcrd-")
+	ctx := ctxFor(t, 90*time.Second)
+	crd := widgetCRDObject()
+	if _, err := dyn.Resource(crdsGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the definition: %v", err)
+	}
+	eventually(t, 20*time.Second, "the definition Established", func() error {
+		got, err := dyn.Resource(crdsGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st := crdCondition(got, "Established"); st != "True" {
+			return fmt.Errorf("Established is %q", st)
+		}
+		return nil
+	})
+	widgets := dyn.Resource(widgetsV1).Namespace(ns)
+	created, err := widgets.Create(ctx, widget("kept", 2, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart("allinone", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitReady(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// No retry: ready means the definitions are served.
+	got, err := widgets.Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get right after the restart: %v", err)
+	}
+	if got.GetUID() != created.GetUID() || got.GetResourceVersion() != created.GetResourceVersion() {
+		t.Errorf("after the restart: %s@%s, before %s@%s", got.GetUID(), got.GetResourceVersion(), created.GetUID(), created.GetResourceVersion())
+	}
+}

@@ -31,6 +31,7 @@ bench:
 load:
 	$(GO) run ./test/load/apiload --start=split --scenario=create,get,list --clients=1,16 --duration=10s
 	$(GO) run ./test/load/apiload --start=allinone --scenario=create,get,list --clients=1,16 --duration=10s
+	$(GO) run ./test/load/apiload --start=split --kind=custom --scenario=create,get,patch,apply --clients=1,16 --duration=10s
 
 ## build: every binary into ./bin (storage, gateway, and the all-in-one as platform).
 build:

@@ -307,8 +307,6 @@ func (a *apiClient) probe(ctx context.Context) (string, error) {
 
 func namespacePath(ns string) string { return "/api/v1/namespaces/" + ns }
 
-func configMapsPath(ns string) string { return "/api/v1/namespaces/" + ns + "/configmaps" }
-
 // createNamespace creates a namespace that must not exist yet.
 func (a *apiClient) createNamespace(ctx context.Context, ns string) error {
 	body := []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"` + ns + `","labels":{"app.kubernetes.io/managed-by":"apiload"}}}`)
@@ -320,11 +318,12 @@ func (a *apiClient) createNamespace(ctx context.Context, ns string) error {
 	return err
 }
 
-// deleteNamespace asks for a namespace's deletion; the server's namespace controller removes
-// its content afterwards.
-func (a *apiClient) deleteNamespace(ctx context.Context, ns string) error {
+// delete asks for an object's deletion: a namespace's, whose content the server's namespace
+// controller removes afterwards, or a CustomResourceDefinition's, whose objects the server
+// removes before the definition goes. An object that is gone already is no error.
+func (a *apiClient) delete(ctx context.Context, path string) error {
 	var buf bytes.Buffer
-	err := a.do(ctx, http.MethodDelete, namespacePath(ns), nil, http.StatusOK, &buf)
+	err := a.do(ctx, http.MethodDelete, path, nil, http.StatusOK, &buf)
 	if se := (*statusError)(nil); errors.As(err, &se) && (se.code == http.StatusAccepted || se.code == http.StatusNotFound) {
 		return nil
 	}

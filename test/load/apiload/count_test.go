@@ -45,7 +45,7 @@ func TestCountListItemsMatchesDecode(t *testing.T) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendConfigMap(b, fmt.Sprintf("cm-%d", i), "", "tricky", `a \"quoted\" }], {[ value\\`)
+			b = configMapKind.appendObject(b, fmt.Sprintf("cm-%d", i), "", "tricky", `a \"quoted\" }], {[ value\\`)
 		}
 		b = append(b, "]}"...)
 		var full struct {
@@ -61,33 +61,50 @@ func TestCountListItemsMatchesDecode(t *testing.T) {
 	}
 }
 
-func TestAppendConfigMap(t *testing.T) {
-	var cm struct {
-		Kind     string `json:"kind"`
-		Metadata struct {
-			Name            string `json:"name"`
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-		Data map[string]string `json:"data"`
-	}
-	body := appendConfigMap(nil, "cm-1", "42", "sent", "123", "seq", "7")
-	if err := json.Unmarshal(body, &cm); err != nil {
-		t.Fatalf("%s: %v", body, err)
-	}
-	if cm.Kind != "ConfigMap" || cm.Metadata.Name != "cm-1" || cm.Metadata.ResourceVersion != "42" || cm.Data["sent"] != "123" || cm.Data["seq"] != "7" {
-		t.Errorf("decoded %+v", cm)
-	}
-	var plain struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := json.Unmarshal(appendConfigMap(nil, "x", ""), &plain); err != nil {
-		t.Fatal(err)
-	}
-	size := 0
-	for k, v := range plain.Data {
-		size += len(k) + len(v)
-	}
-	if size < 250 || size > 350 {
-		t.Errorf("data holds %d bytes, want about 300", size)
+// appendObject writes valid JSON of the kind's apiVersion and kind, with the same data for
+// both kinds: four keys of about 300 bytes, and the extra pairs.
+func TestAppendObject(t *testing.T) {
+	for _, tc := range []struct {
+		kind             *objectKind
+		apiVersion, name string
+	}{
+		{configMapKind, "v1", "ConfigMap"},
+		{customKind, "apiload.example.com/v1", "LoadObject"},
+	} {
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name            string            `json:"name"`
+				ResourceVersion string            `json:"resourceVersion"`
+				Labels          map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Data map[string]string `json:"data"`
+		}
+		body := tc.kind.appendObject(nil, "obj-1", "42", "sent", "123", "seq", "7")
+		if err := json.Unmarshal(body, &obj); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if obj.APIVersion != tc.apiVersion || obj.Kind != tc.name || obj.Metadata.Name != "obj-1" || obj.Metadata.ResourceVersion != "42" ||
+			obj.Metadata.Labels["app"] != "apiload" || obj.Data["sent"] != "123" || obj.Data["seq"] != "7" || len(obj.Data) != 6 {
+			t.Errorf("--kind=%s: decoded %+v", tc.kind.flag, obj)
+		}
+		var plain struct {
+			Metadata map[string]any    `json:"metadata"`
+			Data     map[string]string `json:"data"`
+		}
+		if err := json.Unmarshal(tc.kind.appendObject(nil, "x", ""), &plain); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := plain.Metadata["resourceVersion"]; ok {
+			t.Errorf("--kind=%s: a create carries a resourceVersion", tc.kind.flag)
+		}
+		size := 0
+		for k, v := range plain.Data {
+			size += len(k) + len(v)
+		}
+		if size < 250 || size > 350 {
+			t.Errorf("--kind=%s: data holds %d bytes, want about 300", tc.kind.flag, size)
+		}
 	}
 }

@@ -6,20 +6,29 @@
 // test/stack in a temporary directory (--start=split: redis-server, the storage service and the
 // gateway as processes; --start=allinone: the all-in-one binary) and stops it at the end.
 //
-// Scenarios, each against ConfigMaps in a namespace of its own (<--namespace>-<scenario>) that
-// the tool creates, and deletes at the end:
+// Scenarios, each against objects of one kind (--kind) in a namespace of its own
+// (<--namespace>-<scenario>) that the tool creates, and deletes at the end:
 //
-//	create  every client POSTs ConfigMaps of unique names as fast as it can
-//	get     every client GETs ConfigMaps of a pre-created set of 100, round-robin
-//	list    every client GETs the collection of --objects ConfigMaps, unpaged (JSON); a list
+//	create  every client POSTs objects of unique names as fast as it can
+//	get     every client GETs objects of a pre-created set of 100, round-robin
+//	patch   every client merge-patches a key of objects of a pre-created set of 100, round-robin
+//	apply   the same with a server-side apply of the whole object by one field manager
+//	list    every client GETs the collection of --objects objects, unpaged (JSON); a list
 //	        with another number of items is a failure
-//	watch   --watchers watches from a list's resourceVersion, one writer updating a ConfigMap at
+//	watch   --watchers watches from a list's resourceVersion, one writer updating an object at
 //	        --rate with its send time in the data; reports the writes (watch-write) and the
 //	        delivery delay (watch-deliver, one op per event delivered to one watch); every watch
 //	        must deliver every acknowledged write exactly once, in order. It runs once, with
 //	        any --clients
 //
-// Every ConfigMap carries about 300 bytes of data in four keys. Each client is a goroutine; all
+// The kind is ConfigMap (--kind=configmap, the default) or a custom kind (--kind=custom):
+// LoadObject in apiload.example.com/v1, JSON only, which the tool defines before the scenarios
+// with the CustomResourceDefinition loadobjects.apiload.example.com (its schema makes "data" a
+// map of strings, as a ConfigMap's is) and deletes at the end; a definition that exists already is
+// reused and left in place. The output names a custom kind in its header line (and "kind" with
+// --json).
+//
+// Every object carries about 300 bytes of data in four keys. Each client is a goroutine; all
 // share one http.Transport, so over HTTP/2 (unless --http1) their requests are streams of one
 // connection, as client-go's are. Each run (scenario × client count) warms up for --warmup, then
 // measures for --duration: an operation counts if it completes inside that window.
@@ -32,6 +41,7 @@
 // duplicated or reordered watch events), 2 usage or setup error.
 //
 //	go run ./test/load/apiload --start=split --scenario=create,get,list --clients=1,16 --duration=10s
+//	go run ./test/load/apiload --start=split --kind=custom --scenario=create,get,patch,apply --clients=1,16
 package main
 
 import (
@@ -74,6 +84,7 @@ type options struct {
 	start                     string
 	clients                   []int
 	scenarios                 []string
+	kind                      *objectKind
 	duration, warmup, drain   time.Duration
 	objects                   int
 	namespace                 string
@@ -98,9 +109,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.start, "start", "", "start the system instead, in a temporary directory: split or allinone")
 	clients := fs.String("clients", "16", "concurrent clients; a comma-separated list runs each scenario once per count")
 	scenario := fs.String("scenario", "all", "create, get, patch, apply, list, watch, or all; a comma-separated list runs several")
+	kind := fs.String("kind", "configmap", "kind of the objects every scenario works on: configmap, or custom (LoadObject of apiload.example.com/v1, "+
+		"defined by a CustomResourceDefinition that the tool creates and deletes, or reuses if it exists)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "time each run warms up before it measures")
-	fs.IntVar(&o.objects, "objects", 2000, "list: the number of ConfigMaps listed")
+	fs.IntVar(&o.objects, "objects", 2000, "list: the number of objects listed")
 	fs.StringVar(&o.namespace, "namespace", "", "prefix of the namespaces the run creates, <prefix>-<scenario> (default apiload-<random>)")
 	fs.BoolVar(&o.http1, "http1", false, "use HTTP/1.1 (default: HTTP/2 when the server offers it)")
 	fs.IntVar(&o.watchers, "watchers", 100, "watch: concurrent watches")
@@ -132,6 +145,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	if o.scenarios, err = parseScenarios(*scenario); err != nil {
+		return nil, err
+	}
+	if o.kind, err = parseKind(*kind); err != nil {
 		return nil, err
 	}
 	switch {
@@ -274,8 +290,11 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	if started != "" {
 		desc += " (" + started + " stack started by apiload)"
 	}
-	header := fmt.Sprintf("apiload: %s over %s; namespaces %s-*; %d CPUs, GOMAXPROCS=%d; each run %s after %s of warm-up",
-		desc, proto, prefix, runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, o.warmup)
+	header := fmt.Sprintf("apiload: %s over %s; namespaces %s-*", desc, proto, prefix)
+	if o.kind != configMapKind {
+		header += fmt.Sprintf("; kind %s (%s, --kind=%s)", o.kind.kind, o.kind.apiVersion, o.kind.flag)
+	}
+	header += fmt.Sprintf("; %d CPUs, GOMAXPROCS=%d; each run %s after %s of warm-up", runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, o.warmup)
 	if !o.jsonOut {
 		fmt.Fprintln(stdout, header)
 	} else {
@@ -286,7 +305,7 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
 	if err := r.cleanup(cctx); err != nil {
-		fmt.Fprintln(stderr, "apiload: deleting the run's namespaces:", err)
+		fmt.Fprintln(stderr, "apiload: deleting what the run created:", err)
 	}
 	if runErr != nil {
 		// What was measured before the error is still worth seeing.
@@ -299,6 +318,9 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 		rep := &report{Server: api.base, Started: started, Protocol: proto, CPUs: runtime.NumCPU(), Notes: r.notes, Failures: r.failures,
 			Passed:  len(r.failures) == 0,
 			Options: jsonOptions{Duration: o.duration.String(), Warmup: o.warmup.String(), Objects: o.objects, Watchers: o.watchers, Rate: o.rate}}
+		if o.kind != configMapKind {
+			rep.Kind = o.kind.flag
+		}
 		if err := writeJSON(stdout, rep, r.rows); err != nil {
 			fmt.Fprintln(stderr, "apiload:", err)
 			return exitUsage

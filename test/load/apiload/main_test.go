@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +200,9 @@ func TestUsage(t *testing.T) {
 		{"--start=allinone", "--rate=0"},
 		{"--start=allinone", "--namespace=Bad_Name"},
 		{"--start=allinone", "--namespace=" + strings.Repeat("a", 51)},
+		{"--start=allinone", "--kind=secret"},
+		{"--start=allinone", "--kind=ConfigMap"},
+		{"--start=allinone", "--kind="},
 		{"--start=allinone", "--watchers=10000", "--rate=10000", "--duration=1h"},
 		{"--start=allinone", "--no-such-flag"},
 		{"--start=allinone", "extra"},
@@ -210,5 +217,102 @@ func TestUsage(t *testing.T) {
 	}
 	if code, _ := runTool(t, "--help"); code != exitUsage {
 		t.Errorf("--help: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// --kind chooses the kind (configmap by default); another value is a usage error; --help
+// describes it.
+func TestKindFlag(t *testing.T) {
+	for args, want := range map[string]*objectKind{"": configMapKind, "--kind=configmap": configMapKind, "--kind=custom": customKind} {
+		o, err := parseFlags(append([]string{"--start=split"}, strings.Fields(args)...), io.Discard)
+		if err != nil || o.kind != want {
+			t.Errorf("parseFlags(%q): kind %+v, %v; want %s", args, o, err, want.flag)
+		}
+	}
+	var stderr bytes.Buffer
+	if _, err := parseFlags([]string{"--start=split", "--kind=pod"}, &stderr); err == nil || !strings.Contains(err.Error(), `--kind "pod": want configmap or custom`) {
+		t.Errorf("--kind=pod: %v", err)
+	}
+	if code := run([]string{"--start=split", "--kind=pod"}, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--kind") {
+		t.Errorf("--kind=pod: exit %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if _, err := parseFlags([]string{"--help"}, &stderr); !errors.Is(err, flag.ErrHelp) ||
+		!regexp.MustCompile(`-kind string\s+kind of the objects every scenario works on: configmap, or custom .*\(default "configmap"\)`).MatchString(stderr.String()) {
+		t.Errorf("--help: %v; the usage does not describe --kind:\n%s", err, stderr.String())
+	}
+}
+
+// TestCustomKind runs scenarios against the custom kind on a running server: the first run
+// defines the kind and deletes the definition at the end; a second run reuses a definition that
+// exists already and leaves it in place.
+func TestCustomKind(t *testing.T) {
+	s, err := stack.Start(stack.Options{Mode: stack.AllInOne, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	client, err := s.HTTPClient("admin", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdURL := s.URL + crdsPath + "/" + customKind.crd
+	// getCRD returns the definition's status code and whether it is being deleted.
+	getCRD := func() (int, bool) {
+		t.Helper()
+		resp, err := client.Get(crdURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var c crdObject
+		_ = json.NewDecoder(resp.Body).Decode(&c)
+		return resp.StatusCode, c.Metadata.DeletionTimestamp != ""
+	}
+
+	code, out := runTool(t, "--kubeconfig="+s.Kubeconfig, "--kind=custom", "--namespace=custom-run", "--scenario=create,get,apply,watch",
+		"--clients=2", "--duration=1s", "--warmup=200ms", "--watchers=4", "--rate=50")
+	wantRows(t, code, out, map[string][]int{"create": {2}, "get": {2}, "apply": {2}, "watch-write": {1}, "watch-deliver": {4}})
+	if !strings.Contains(out, "; kind LoadObject (apiload.example.com/v1, --kind=custom);") {
+		t.Errorf("the header does not name the custom kind")
+	}
+	if code, deleting := getCRD(); code != http.StatusNotFound && !deleting {
+		t.Errorf("the definition the run created: %d and not being deleted after the run", code)
+	}
+	// The definition goes once the server has deleted its objects.
+	deadline := time.Now().Add(2 * time.Minute)
+	for code, _ := getCRD(); code != http.StatusNotFound; code, _ = getCRD() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the definition is still there (%d) two minutes after the run", code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A definition that exists is reused, and stays.
+	resp, err := client.Post(s.URL+crdsPath, "application/json", bytes.NewReader(customCRD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating the definition: %s", resp.Status)
+	}
+	var stdout, stderr bytes.Buffer
+	code = run([]string{"--kubeconfig=" + s.Kubeconfig, "--kind=custom", "--namespace=custom-reuse", "--scenario=patch,list", "--objects=20",
+		"--clients=1", "--duration=500ms", "--warmup=100ms", "--json"}, &stdout, &stderr)
+	t.Logf("--json run: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("--json output: %v", err)
+	}
+	if code != exitOK || !rep.Passed || rep.Kind != "custom" || len(rep.Results) != 2 || rep.Results[0].Scenario != "patch" ||
+		rep.Results[1].Scenario != "list" || rep.Results[0].OpsPerSec <= 0 || rep.Results[1].OpsPerSec <= 0 {
+		t.Errorf("--json run: exit %d, report %+v", code, rep)
+	}
+	if !strings.Contains(stderr.String(), "reusing the CustomResourceDefinition "+customKind.crd) {
+		t.Errorf("the run did not say it reused the definition")
+	}
+	if code, deleting := getCRD(); code != http.StatusOK || deleting {
+		t.Errorf("the definition the run reused: %d, being deleted %v; want it left in place", code, deleting)
 	}
 }

@@ -18,7 +18,7 @@ import (
 )
 
 const (
-	// getSetSize is how many ConfigMaps the get scenario reads round-robin.
+	// getSetSize is how many objects the get, patch and apply scenarios work on round-robin.
 	getSetSize = 100
 	// maxOpsPerClient bounds every client loop by count as well as by time.
 	maxOpsPerClient = 100_000_000
@@ -39,45 +39,12 @@ type runner struct {
 	notes    []string
 	failures []string
 	created  []string // namespaces to delete at the end
+	// definedCRD: the run created the custom kind's definition, which it deletes at the end.
+	definedCRD bool
 }
 
 func (r *runner) failf(format string, args ...any) {
 	r.failures = append(r.failures, fmt.Sprintf(format, args...))
-}
-
-// fillerValue is one of a ConfigMap's four data values: the four make about 300 bytes.
-const fillerValue = "lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod"
-
-// appendConfigMap appends a ConfigMap's JSON to b: its name, a resourceVersion if rv is not
-// empty (an update), four data keys of about 300 bytes in all, and the extra key/value pairs.
-func appendConfigMap(b []byte, name, rv string, extra ...string) []byte {
-	b = append(b, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`...)
-	b = append(b, name...)
-	b = append(b, `","labels":{"app":"apiload"}`...)
-	if rv != "" {
-		b = append(b, `,"resourceVersion":"`...)
-		b = append(b, rv...)
-		b = append(b, '"')
-	}
-	b = append(b, `},"data":{`...)
-	for i, k := range []string{"a.properties", "b.properties", "c.properties", "d.properties"} {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, k...)
-		b = append(b, `":"`...)
-		b = append(b, fillerValue...)
-		b = append(b, '"')
-	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		b = append(b, `,"`...)
-		b = append(b, extra[i]...)
-		b = append(b, `":"`...)
-		b = append(b, extra[i+1]...)
-		b = append(b, '"')
-	}
-	return append(b, "}}"...)
 }
 
 // objectMeta is the part of an object or list answer the tool reads.
@@ -98,12 +65,13 @@ func resourceVersionOf(body []byte) (string, error) {
 	return m.Metadata.ResourceVersion, nil
 }
 
-// createConfigMaps creates the ConfigMaps prefix-00000 ... in ns, concurrently, and returns
-// their paths.
-func (r *runner) createConfigMaps(ctx context.Context, ns, prefix string, n int) ([]string, error) {
+// createObjects creates the objects prefix-00000 ... in ns, concurrently, and returns their
+// paths.
+func (r *runner) createObjects(ctx context.Context, ns, prefix string, n int) ([]string, error) {
+	coll := r.o.kind.collectionPath(ns)
 	paths := make([]string, n)
 	for i := range paths {
-		paths[i] = fmt.Sprintf("%s/%s-%05d", configMapsPath(ns), prefix, i)
+		paths[i] = fmt.Sprintf("%s/%s-%05d", coll, prefix, i)
 	}
 	var next atomic.Int64
 	errs := make([]error, fixtureWorkers)
@@ -116,8 +84,8 @@ func (r *runner) createConfigMaps(ctx context.Context, ns, prefix string, n int)
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				body := appendConfigMap(nil, fmt.Sprintf("%s-%05d", prefix, i), "")
-				if err := r.api.do(ctx, http.MethodPost, configMapsPath(ns), body, http.StatusCreated, &buf); err != nil {
+				body := r.o.kind.appendObject(nil, fmt.Sprintf("%s-%05d", prefix, i), "")
+				if err := r.api.do(ctx, http.MethodPost, coll, body, http.StatusCreated, &buf); err != nil {
 					errs[w] = fmt.Errorf("creating the fixture: %w", err)
 					return
 				}
@@ -254,10 +222,14 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// run runs every chosen scenario. A setup error (the namespace or a fixture could not be
-// created, watches could not be established) ends the run; what the scenarios found wrong is in
+// run defines the custom kind if it is the one measured, then runs every chosen scenario. A
+// setup error (the kind could not be defined, the namespace or a fixture could not be created,
+// watches could not be established) ends the run; what the scenarios found wrong is in
 // r.failures.
 func (r *runner) run(ctx context.Context) error {
+	if err := r.defineKind(ctx); err != nil {
+		return err
+	}
 	for _, sc := range r.o.scenarios {
 		ns := r.nsPrefix + "-" + sc
 		if err := r.api.createNamespace(ctx, ns); err != nil {
@@ -284,23 +256,31 @@ func (r *runner) run(ctx context.Context) error {
 	return nil
 }
 
-// cleanup deletes the namespaces the run created (the server deletes their content).
+// cleanup deletes the namespaces the run created, then the custom kind's definition if the run
+// created it (the server deletes their content).
 func (r *runner) cleanup(ctx context.Context) error {
 	var errs []error
 	for _, ns := range r.created {
-		if err := r.api.deleteNamespace(ctx, ns); err != nil {
+		if err := r.api.delete(ctx, namespacePath(ns)); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if r.definedCRD {
+		if err := r.api.delete(ctx, crdsPath+"/"+r.o.kind.crd); err != nil {
+			errs = append(errs, err)
+		} else {
+			fmt.Fprintf(r.progress, "apiload: deleted the CustomResourceDefinition %s\n", r.o.kind.crd)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// runCreate: every client creates ConfigMaps of unique names as fast as it can.
+// runCreate: every client creates objects of unique names as fast as it can.
 func (r *runner) runCreate(ctx context.Context, ns string) error {
-	path := configMapsPath(ns)
+	path := r.o.kind.collectionPath(ns)
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "create", n, func(ctx context.Context, w *worker, i int) error {
-			w.body = appendConfigMap(w.body[:0], fmt.Sprintf("c%d-w%d-%d", n, w.id, i), "")
+			w.body = r.o.kind.appendObject(w.body[:0], fmt.Sprintf("c%d-w%d-%d", n, w.id, i), "")
 			return r.api.do(ctx, http.MethodPost, path, w.body, http.StatusCreated, &w.buf)
 		})
 		if err != nil {
@@ -310,10 +290,10 @@ func (r *runner) runCreate(ctx context.Context, ns string) error {
 	return nil
 }
 
-// runGet: every client reads a set of getSetSize ConfigMaps round-robin, each from its own
+// runGet: every client reads a set of getSetSize objects round-robin, each from its own
 // starting point.
 func (r *runner) runGet(ctx context.Context, ns string) error {
-	paths, err := r.createConfigMaps(ctx, ns, "get", getSetSize)
+	paths, err := r.createObjects(ctx, ns, "get", getSetSize)
 	if err != nil {
 		return err
 	}
@@ -328,23 +308,24 @@ func (r *runner) runGet(ctx context.Context, ns string) error {
 	return nil
 }
 
-// runPatch: every client changes a set of getSetSize ConfigMaps round-robin, with a merge patch
+// runPatch: every client changes a set of getSetSize objects round-robin, with a merge patch
 // ("patch") or a server-side apply of the whole object by one field manager ("apply").
-func (r *runner) runPatch(ctx context.Context, ns, kind string) error {
-	paths, err := r.createConfigMaps(ctx, ns, kind, getSetSize)
+func (r *runner) runPatch(ctx context.Context, ns, scenario string) error {
+	paths, err := r.createObjects(ctx, ns, scenario, getSetSize)
 	if err != nil {
 		return err
 	}
 	contentType := "application/merge-patch+json"
-	if kind == "apply" {
+	if scenario == "apply" {
 		contentType = "application/apply-patch+yaml"
 	}
 	for _, n := range r.o.clients {
-		err := r.drive(ctx, kind, n, func(ctx context.Context, w *worker, i int) error {
+		err := r.drive(ctx, scenario, n, func(ctx context.Context, w *worker, i int) error {
 			p := paths[(w.id*getSetSize/n+i)%len(paths)]
-			if kind == "apply" {
+			if scenario == "apply" {
 				name := p[strings.LastIndex(p, "/")+1:]
-				w.body = fmt.Appendf(w.body[:0], `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"key":"value","counter":"%d-%d"}}`, name, w.id, i)
+				w.body = fmt.Appendf(w.body[:0], `{"apiVersion":%q,"kind":%q,"metadata":{"name":%q},"data":{"key":"value","counter":"%d-%d"}}`,
+					r.o.kind.apiVersion, r.o.kind.kind, name, w.id, i)
 				p += "?fieldManager=apiload&force=true"
 			} else {
 				w.body = fmt.Appendf(w.body[:0], `{"data":{"counter":"%d-%d"}}`, w.id, i)
@@ -358,13 +339,12 @@ func (r *runner) runPatch(ctx context.Context, ns, kind string) error {
 	return nil
 }
 
-// runList: every client lists the namespace's --objects ConfigMaps, unpaged, and checks the
-// count.
+// runList: every client lists the namespace's --objects objects, unpaged, and checks the count.
 func (r *runner) runList(ctx context.Context, ns string) error {
-	if _, err := r.createConfigMaps(ctx, ns, "list", r.o.objects); err != nil {
+	if _, err := r.createObjects(ctx, ns, "list", r.o.objects); err != nil {
 		return err
 	}
-	path := configMapsPath(ns)
+	path := r.o.kind.collectionPath(ns)
 	want := r.o.objects
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "list", n, func(ctx context.Context, w *worker, _ int) error {
@@ -421,7 +401,7 @@ func (r *runner) startWatch(ctx context.Context, ns, rv string, capacity int, wg
 	q.Set("resourceVersion", rv)
 	// Longer than the run: the server must not end the watch.
 	q.Set("timeoutSeconds", strconv.Itoa(int((r.o.warmup + r.o.duration + r.o.drain + 5*time.Minute).Seconds())))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.api.base+configMapsPath(ns)+"?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.api.base+r.o.kind.collectionPath(ns)+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -502,10 +482,11 @@ type ack struct {
 	sent int64
 }
 
-// watchWriter updates one ConfigMap with compare-and-swap on the resourceVersion it last got,
+// watchWriter updates one object with compare-and-swap on the resourceVersion it last got,
 // carrying its send time in the data.
 type watchWriter struct {
 	api  *apiClient
+	kind *objectKind
 	path string
 	name string
 	rv   string
@@ -517,7 +498,7 @@ type watchWriter struct {
 func (w *watchWriter) write(ctx context.Context) (ack, error) {
 	w.seq++
 	sent := time.Now().UnixNano()
-	w.body = appendConfigMap(w.body[:0], w.name, w.rv, "sent", strconv.FormatInt(sent, 10), "seq", strconv.Itoa(w.seq))
+	w.body = w.kind.appendObject(w.body[:0], w.name, w.rv, "sent", strconv.FormatInt(sent, 10), "seq", strconv.Itoa(w.seq))
 	if err := w.api.do(ctx, http.MethodPut, w.path, w.body, http.StatusOK, &w.buf); err != nil {
 		// The write may have happened anyway: learn the current resourceVersion.
 		if gerr := w.api.do(ctx, http.MethodGet, w.path, nil, http.StatusOK, &w.buf); gerr == nil {
@@ -540,18 +521,19 @@ func (w *watchWriter) write(ctx context.Context) (ack, error) {
 }
 
 // runWatch: --watchers watches of the namespace from a list's resourceVersion, over the shared
-// transport; one writer updates a ConfigMap at --rate. It runs once, whatever --clients says.
+// transport; one writer updates an object at --rate. It runs once, whatever --clients says.
 func (r *runner) runWatch(ctx context.Context, ns string) error {
-	w := &watchWriter{api: r.api, path: configMapsPath(ns) + "/watched", name: "watched"}
-	body := appendConfigMap(nil, w.name, "", "sent", "0", "seq", "0")
-	if err := r.api.do(ctx, http.MethodPost, configMapsPath(ns), body, http.StatusCreated, &w.buf); err != nil {
+	coll := r.o.kind.collectionPath(ns)
+	w := &watchWriter{api: r.api, kind: r.o.kind, path: coll + "/watched", name: "watched"}
+	body := w.kind.appendObject(nil, w.name, "", "sent", "0", "seq", "0")
+	if err := r.api.do(ctx, http.MethodPost, coll, body, http.StatusCreated, &w.buf); err != nil {
 		return err
 	}
 	var err error
 	if w.rv, err = resourceVersionOf(w.buf.Bytes()); err != nil {
 		return err
 	}
-	if err := r.api.do(ctx, http.MethodGet, configMapsPath(ns), nil, http.StatusOK, &w.buf); err != nil {
+	if err := r.api.do(ctx, http.MethodGet, coll, nil, http.StatusOK, &w.buf); err != nil {
 		return err
 	}
 	listRV, err := resourceVersionOf(w.buf.Bytes())

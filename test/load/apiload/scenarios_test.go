@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -74,5 +75,79 @@ func TestParseLists(t *testing.T) {
 		if _, err := parseScenarios(bad); err == nil {
 			t.Errorf("parseScenarios(%q) accepted", bad)
 		}
+	}
+	for s, want := range map[string]*objectKind{"configmap": configMapKind, "custom": customKind} {
+		if got, err := parseKind(s); err != nil || got != want {
+			t.Errorf("parseKind(%q) = %v, %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"", "ConfigMap", "configmaps", "secret", "custom,configmap"} {
+		if _, err := parseKind(bad); err == nil || !strings.Contains(err.Error(), "want configmap or custom") {
+			t.Errorf("parseKind(%q): %v", bad, err)
+		}
+	}
+}
+
+// The custom kind's definition is JSON that names the kind the scenarios send, and its schema
+// makes data a granular map of strings (as a ConfigMap's), with no other list or map marker.
+func TestCustomCRD(t *testing.T) {
+	var crd struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Group string `json:"group"`
+			Scope string `json:"scope"`
+			Names struct {
+				Plural string `json:"plural"`
+				Kind   string `json:"kind"`
+			} `json:"names"`
+			Versions []struct {
+				Name    string `json:"name"`
+				Served  bool   `json:"served"`
+				Storage bool   `json:"storage"`
+				Schema  struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(customCRD, &crd); err != nil {
+		t.Fatalf("the definition is not JSON: %v", err)
+	}
+	k := customKind
+	sp := crd.Spec
+	if crd.APIVersion != "apiextensions.platform.io/v1" || crd.Kind != "CustomResourceDefinition" || crd.Metadata.Name != k.crd ||
+		crd.Metadata.Name != sp.Names.Plural+"."+sp.Group || sp.Names.Plural != k.resource || sp.Names.Kind != k.kind ||
+		sp.Group+"/v1" != k.apiVersion || sp.Scope != "Namespaced" || len(sp.Versions) != 1 || sp.Versions[0].Name != "v1" ||
+		!sp.Versions[0].Served || !sp.Versions[0].Storage {
+		t.Fatalf("definition %+v does not define %+v", crd, k)
+	}
+	if got, want := k.collectionPath("ns"), "/apis/apiload.example.com/v1/namespaces/ns/loadobjects"; got != want {
+		t.Errorf("collection path %s, want %s", got, want)
+	}
+	schema, _ := json.Marshal(sp.Versions[0].Schema.OpenAPIV3Schema)
+	const want = `{"properties":{"data":{"additionalProperties":{"type":"string"},"type":"object","x-kubernetes-map-type":"granular"}},"type":"object"}`
+	if string(schema) != want {
+		t.Errorf("schema %s, want %s", schema, want)
+	}
+}
+
+// poll returns when the check is done or fails, and errPollTimeout when the time is up.
+func TestPoll(t *testing.T) {
+	ctx := t.Context()
+	calls := 0
+	if err := poll(ctx, time.Minute, func() (bool, error) { calls++; return calls == 3, nil }); err != nil || calls != 3 {
+		t.Errorf("poll until the third check: %v after %d checks", err, calls)
+	}
+	boom := errors.New("boom")
+	if err := poll(ctx, time.Minute, func() (bool, error) { return false, boom }); err != boom {
+		t.Errorf("poll with a failing check: %v", err)
+	}
+	start := time.Now()
+	if err := poll(ctx, 3*pollInterval, func() (bool, error) { return false, nil }); err != errPollTimeout || time.Since(start) < 3*pollInterval {
+		t.Errorf("poll that never succeeds: %v after %s", err, time.Since(start))
 	}
 }

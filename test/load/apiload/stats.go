@@ -126,6 +126,7 @@ type report struct {
 	Started  string      `json:"started,omitempty"`
 	Protocol string      `json:"protocol"`
 	CPUs     int         `json:"cpus"`
+	Kind     string      `json:"kind,omitempty"` // --kind, when not configmap (the default)
 	Results  []jsonRow   `json:"results"`
 	Notes    []string    `json:"notes"`
 	Failures []string    `json:"failures"`

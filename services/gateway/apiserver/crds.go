@@ -309,7 +309,11 @@ func (a *API) crdController(ctx context.Context, res *registry.Resource, c *apie
 		}
 	}
 	now := metav1.NewTime(a.now().Truncate(time.Second))
-	if errs := crd.ValidateNamesNotTaken(c, others); len(errs) > 0 {
+	if a.reg.BuiltinGroup(c.Spec.Group) {
+		// Built-in types own their groups' names: the registry would not serve these.
+		setCRDCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse, "NameConflict",
+			fmt.Sprintf("group %q is served by built-in types", c.Spec.Group), now)
+	} else if errs := crd.ValidateNamesNotTaken(c, others); len(errs) > 0 {
 		msgs := make([]string, 0, len(errs))
 		for _, e := range errs {
 			msgs = append(msgs, e.Detail)

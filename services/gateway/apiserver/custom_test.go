@@ -275,6 +275,21 @@ func TestCRDNamesConflict(t *testing.T) {
 	if strings.Contains(string(do(t, e, "GET", "/apis/example.com/v1", nil).body), `"gizmos"`) {
 		t.Error("a definition with conflicting names is served")
 	}
+	// A group served by built-in types is not open to definitions.
+	rbac := strings.NewReplacer(`widgets.example.com`, `gadgets.rbac.authorization.platform.io`, `"group":"example.com"`, `"group":"rbac.authorization.platform.io"`,
+		`"plural":"widgets"`, `"plural":"gadgets"`, `"kind":"Widget"`, `"kind":"Gadget"`, `"singular":"widget"`, `"singular":"gadget"`,
+		`"metadata":{"name"`, `"metadata":{"annotations":{"api-approved.kubernetes.io":"unapproved, test"},"name"`).Replace(widgetCRD)
+	must(t, do(t, e, "POST", crdsPath, rbac), http.StatusCreated)
+	waitFor(t, "NamesAccepted=False for a built-in group", func() bool {
+		c := must(t, do(t, e, "GET", crdsPath+"/gadgets.rbac.authorization.platform.io", nil), http.StatusOK)
+		return conditionStatus(c, "NamesAccepted") == "False" && conditionStatus(c, "Established") != "True"
+	})
+	msg := do(t, e, "POST", crdsPath, strings.Replace(rbac, `"annotations":{"api-approved.kubernetes.io":"unapproved, test"},`, "", 1)).
+		status(t, http.StatusUnprocessableEntity, "Invalid")
+	if !strings.Contains(msg, "api-approved.kubernetes.io") {
+		t.Errorf("protected group without approval: %s", msg)
+	}
+
 	must(t, do(t, e, "DELETE", crdsPath+"/widgets.example.com", nil), http.StatusOK)
 	waitFor(t, "gizmos to be served", func() bool {
 		return strings.Contains(string(do(t, e, "GET", "/apis/example.com/v1", nil).body), `"gizmos"`)

@@ -20,9 +20,9 @@ const validCRDYAML = `
 apiVersion: apiextensions.platform.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: widgets.example.platform.io
+  name: widgets.example.com
 spec:
-  group: example.platform.io
+  group: example.com
   scope: Namespaced
   names:
     plural: widgets
@@ -38,7 +38,7 @@ spec:
     served: true
     storage: false
     deprecated: true
-    deprecationWarning: example.platform.io/v1beta1 Widget is deprecated
+    deprecationWarning: example.com/v1beta1 Widget is deprecated
     schema:
       openAPIV3Schema:
         type: object

@@ -53,6 +53,7 @@ func Validate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorLis
 	}
 	var errs field.ErrorList
 	errs = append(errs, validateMetadataName(crd)...)
+	errs = append(errs, validateApproval(crd, old)...)
 	errs = append(errs, validateSpec(&crd.Spec, field.NewPath("spec"))...)
 	errs = append(errs, validateNames(&crd.Status.AcceptedNames, false, field.NewPath("status", "acceptedNames"))...)
 
@@ -74,6 +75,44 @@ func Validate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorLis
 	}
 	errs = append(errs, validateStoredVersions(storedVersions, crd.Spec.Versions, field.NewPath("status", "storedVersions"))...)
 	return errs
+}
+
+// ApprovalAnnotation must be on definitions in protected groups, as upstream requires: a URL of
+// the approved design, or a value starting with "unapproved" saying why there is none.
+const ApprovalAnnotation = "api-approved.kubernetes.io"
+
+// protectedGroup tells whether a group belongs to the project: upstream's k8s.io and
+// kubernetes.io, and platform.io, Platform's name for what upstream calls k8s.io.
+func protectedGroup(group string) bool {
+	for _, d := range []string{"k8s.io", "kubernetes.io", "platform.io"} {
+		if group == d || strings.HasSuffix(group, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+// validateApproval checks the approval annotation of a definition in a protected group, on create
+// and whenever it changes (as upstream, a definition stored before the rule keeps working).
+func validateApproval(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
+	if !protectedGroup(crd.Spec.Group) {
+		return nil
+	}
+	v, ok := crd.Annotations[ApprovalAnnotation]
+	if old != nil && old.Annotations[ApprovalAnnotation] == v {
+		return nil
+	}
+	p := field.NewPath("metadata", "annotations").Key(ApprovalAnnotation)
+	switch {
+	case !ok:
+		return field.ErrorList{field.Required(p, fmt.Sprintf("protected groups must have approval annotation %q", ApprovalAnnotation))}
+	case strings.HasPrefix(v, "unapproved"):
+		return nil
+	}
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return field.ErrorList{field.Invalid(p, v, `must be a URL of the approved design, or start with "unapproved"`)}
+	}
+	return nil
 }
 
 // validateMetadataName checks that metadata.name is <plural>.<group>.

@@ -77,7 +77,7 @@ func TestValidateMetadataAndNames(t *testing.T) {
 	runCases(t, []testCase{
 		{name: "name must be plural.group",
 			mutate: func(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) {
-				c.Name = "gadgets.example.platform.io"
+				c.Name = "gadgets.example.com"
 			},
 			want: []want{invalid("metadata.name").with(`must be spec.names.plural+"."+spec.group`)}},
 		{name: "name required",
@@ -104,7 +104,7 @@ func TestValidateMetadataAndNames(t *testing.T) {
 		{name: "plural must be a lowercase DNS-1035 label",
 			mutate: func(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) {
 				c.Spec.Names.Plural = "Widgets"
-				c.Name = "widgets.example.platform.io"
+				c.Name = "widgets.example.com"
 			},
 			want: []want{invalid("spec.names.plural").with("DNS-1035 label"), invalid("metadata.name")}},
 		{name: "singular must be a DNS-1035 label",
@@ -710,15 +710,15 @@ func TestValidateUpdate(t *testing.T) {
 		{name: "group is immutable",
 			update: true,
 			mutate: func(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) {
-				c.Spec.Group = "other.platform.io"
-				c.Name = "widgets.other.platform.io"
+				c.Spec.Group = "other.example.com"
+				c.Name = "widgets.other.example.com"
 			},
 			want: []want{invalid("spec.group").with("field is immutable")}},
 		{name: "plural is immutable",
 			update: true,
 			mutate: func(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) {
 				c.Spec.Names.Plural = "gadgets"
-				c.Name = "gadgets.example.platform.io"
+				c.Name = "gadgets.example.com"
 			},
 			want: []want{invalid("spec.names.plural").with("field is immutable")}},
 		{name: "kind may change",
@@ -830,17 +830,17 @@ properties:
 
 func TestValidateNamesNotTaken(t *testing.T) {
 	other := validCRD(t)
-	other.Name = "gadgets.example.platform.io"
+	other.Name = "gadgets.example.com"
 	other.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList", ShortNames: []string{"wd"}}
 	otherGroup := validCRD(t)
-	otherGroup.Name = "widgets.other.platform.io"
-	otherGroup.Spec.Group = "other.platform.io"
+	otherGroup.Name = "widgets.other.example.com"
+	otherGroup.Spec.Group = "other.example.com"
 	self := validCRD(t)
 
 	crd := validCRD(t)
 	existing := []apiextensionsv1.CustomResourceDefinition{*other, *otherGroup, *self}
 	assertErrors(t, ValidateNamesNotTaken(crd, existing),
-		invalid("spec.names.shortNames[0]").with(`is already in use by customresourcedefinition "gadgets.example.platform.io"`))
+		invalid("spec.names.shortNames[0]").with(`is already in use by customresourcedefinition "gadgets.example.com"`))
 
 	crd.Spec.Names.Kind = "Gadget"
 	crd.Spec.Names.ListKind = ""
@@ -856,4 +856,34 @@ func TestValidateNamesNotTaken(t *testing.T) {
 	if errs := ValidateNamesNotTaken(nil, existing); errs != nil {
 		t.Errorf("nil CRD: %v", errs)
 	}
+}
+
+// Definitions in the project's own groups (platform.io, and upstream's k8s.io and kubernetes.io)
+// need the approval annotation, as upstream requires for k8s.io groups.
+func TestValidateProtectedGroups(t *testing.T) {
+	protected := func(annotation string) crdMutation {
+		return func(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Group = "tools.platform.io"
+			c.Name = c.Spec.Names.Plural + ".tools.platform.io"
+			if annotation != "" {
+				c.Annotations = map[string]string{ApprovalAnnotation: annotation}
+			}
+		}
+	}
+	runCases(t, []testCase{
+		{name: "missing", mutate: protected(""), want: []want{required("metadata.annotations[api-approved.kubernetes.io]")}},
+		{name: "not a URL", mutate: protected("yes please"), want: []want{invalid("metadata.annotations[api-approved.kubernetes.io]")}},
+		{name: "a URL", mutate: protected("https://example.com/designs/42")},
+		{name: "unapproved", mutate: protected("unapproved, experimental")},
+		{name: "k8s.io too", mutate: func(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Group = "x.k8s.io"
+			c.Name = c.Spec.Names.Plural + ".x.k8s.io"
+		}, want: []want{required("metadata.annotations[api-approved.kubernetes.io]")}},
+		{name: "a look-alike is not protected", mutate: func(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Group = "notplatform.io"
+			c.Name = c.Spec.Names.Plural + ".notplatform.io"
+		}},
+		{name: "an unchanged annotation is kept on update", update: true,
+			oldMutate: protected("yes please"), mutate: protected("yes please")},
+	})
 }

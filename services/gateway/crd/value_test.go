@@ -1011,7 +1011,7 @@ properties:
 
 func TestValidateValueReportsEveryViolation(t *testing.T) {
 	const js = `{
-		"apiVersion": "example.platform.io/v1", "kind": "Widget", "metadata": {"name": "w"},
+		"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
 		"spec": {
 			"size": "huge",
 			"replicas": 11.5,
@@ -1066,7 +1066,7 @@ func TestValueServingPipeline(t *testing.T) {
 	crd := validCRD(t)
 	s := rootSchema(crd, 1)
 	obj := decodeObject(t, sigsjson.UnmarshalCaseSensitivePreserveInts, `{
-		"apiVersion": "example.platform.io/v1", "kind": "Widget",
+		"apiVersion": "example.com/v1", "kind": "Widget",
 		"metadata": {"name": "w", "namespace": "default"},
 		"spec": {"unknown": 1, "replicas": null, "port": null, "ports": [{"name": "http", "port": 80}, {"name": "http", "protocol": "UDP"}],
 		         "template": {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": []}}, "mode": "abc"},
@@ -1079,7 +1079,7 @@ func TestValueServingPipeline(t *testing.T) {
 	PruneNulls(s, obj)
 	Default(s, obj)
 	sameJSON(t, obj, `{
-		"apiVersion": "example.platform.io/v1", "kind": "Widget",
+		"apiVersion": "example.com/v1", "kind": "Widget",
 		"metadata": {"name": "w", "namespace": "default"},
 		"spec": {"size": "small", "replicas": 1, "port": 8080, "nested": {"deeper": {"value": 2.5}},
 		         "ports": [{"name": "http", "port": 80, "protocol": "TCP"}, {"name": "http", "protocol": "UDP"}],

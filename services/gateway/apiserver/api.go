@@ -63,6 +63,9 @@ type API struct {
 	fieldManagers fieldManagers
 	// crds is the state of the custom resource definitions' informer and controller.
 	crds crdState
+	// customWatches are the direct storage watches of custom resources, ended when their
+	// definition changes or goes away.
+	customWatches watchCancels
 	// customPrinters caches the Table printer of each custom resource (*registry.Resource →
 	// *printers.Printer).
 	customPrinters sync.Map

@@ -270,6 +270,7 @@ func (a *API) forgetStale(crdName string) {
 		return !ok || cur != res
 	}
 	a.dropHubs(stale)
+	a.customWatches.cancel(stale)
 	a.fieldManagers.mu.Lock()
 	for k := range a.fieldManagers.byKey {
 		if stale(k.res) {
@@ -283,6 +284,47 @@ func (a *API) forgetStale(crdName string) {
 		}
 		return true
 	})
+}
+
+// watchCancels holds the cancel functions of the custom resources' direct storage watches.
+type watchCancels struct {
+	mu    sync.Mutex
+	byRes map[*registry.Resource]map[*context.CancelFunc]struct{}
+}
+
+// add registers a watch's cancel function and returns the function that removes it.
+func (w *watchCancels) add(res *registry.Resource, cancel context.CancelFunc) func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byRes == nil {
+		w.byRes = map[*registry.Resource]map[*context.CancelFunc]struct{}{}
+	}
+	if w.byRes[res] == nil {
+		w.byRes[res] = map[*context.CancelFunc]struct{}{}
+	}
+	key := &cancel
+	w.byRes[res][key] = struct{}{}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.byRes[res], key)
+		if len(w.byRes[res]) == 0 {
+			delete(w.byRes, res)
+		}
+	}
+}
+
+// cancel ends the watches of the resources stale reports.
+func (w *watchCancels) cancel(stale func(*registry.Resource) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for res, set := range w.byRes {
+		if stale(res) {
+			for c := range set {
+				(*c)()
+			}
+		}
+	}
 }
 
 // crdTerminating tells whether res's definition is being deleted (its kind takes no new objects).

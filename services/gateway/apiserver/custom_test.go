@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"platform.io/services/gateway/gatewaytest"
 )
@@ -242,8 +243,31 @@ func TestCustomResourceLifecycle(t *testing.T) {
 		t.Errorf("atomic list conflict: %s", msg)
 	}
 
-	// Deleting the definition deletes its objects and stops serving the kind.
+	// Watches: through the hub (from a resourceVersion) and straight from storage (a selector).
+	rv := path(must(t, do(t, e, "GET", widgets, nil), http.StatusOK), "metadata.resourceVersion").(string)
+	hubWatch := openWatch(t, e.Admin, e, widgets+"?watch=1&resourceVersion="+rv)
+	directWatch := openWatch(t, e.Admin, e, widgets+"?watch=1&labelSelector=app%3Da&resourceVersion="+rv)
+	must(t, do(t, e, "PATCH", widgets+"/w1", `{"spec":{"size":6}}`, "Content-Type", "application/merge-patch+json"), http.StatusOK)
+	for name, w := range map[string]*watchStream{"hub": hubWatch, "direct": directWatch} {
+		ev := w.next(t, false)
+		if ev.Type != "MODIFIED" || path(ev.Object, "metadata.name") != "w1" || path(ev.Object, "spec.size") != float64(6) || ev.Object["apiVersion"] != "example.com/v1" {
+			t.Errorf("%s watch: %s %v", name, ev.Type, ev.Object)
+		}
+	}
+
+	// Deleting the definition deletes its objects and stops serving the kind; its watches end.
 	must(t, do(t, e, "DELETE", crdsPath+"/widgets.example.com", nil), http.StatusOK)
+	for name, w := range map[string]*watchStream{"hub": hubWatch, "direct": directWatch} {
+		ended := false
+		for !ended {
+			select {
+			case _, ok := <-w.events:
+				ended = !ok
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the %s watch did not end after its definition was deleted", name)
+			}
+		}
+	}
 	waitFor(t, "the definition to be removed", func() bool {
 		return do(t, e, "GET", crdsPath+"/widgets.example.com", nil).code == http.StatusNotFound
 	})

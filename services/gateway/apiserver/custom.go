@@ -108,9 +108,14 @@ func applyDefaults(res *registry.Resource, obj runtime.Object) {
 	defaults.Apply(obj)
 }
 
-// validateCustom checks a custom object against its schema: every violation, as a 422.
-func validateCustom(res *registry.Resource, u *unstructured.Unstructured) field.ErrorList {
-	return crd.ValidateValue(res.Custom.Schema, u.Object)
+// validateCustom checks a custom object against its schema: every violation, as a 422. On
+// update (old set) violations at values the update did not change are not reported (ratcheting).
+func validateCustom(res *registry.Resource, u *unstructured.Unstructured, old runtime.Object) field.ErrorList {
+	errs := crd.ValidateValue(res.Custom.Schema, u.Object)
+	if prev, ok := old.(*unstructured.Unstructured); ok && len(errs) > 0 {
+		errs = crd.Ratchet(errs, u.Object, prev.Object)
+	}
+	return errs
 }
 
 // customSpecChanged tells whether an update changes more than metadata (and status, when status

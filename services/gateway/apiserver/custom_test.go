@@ -395,3 +395,29 @@ func TestCRDDeletionWaitsForFinalizers(t *testing.T) {
 	})
 	waitFor(t, "the kind to stop being served", func() bool { return do(t, e, "GET", widgets, nil).code == http.StatusNotFound })
 }
+
+// A schema made stricter after objects were stored does not block updates that leave the now
+// invalid values alone (upstream's validation ratcheting); changing them is validated.
+func TestCRDSchemaRatcheting(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const def = `{"apiVersion":"apiextensions.platform.io/v1","kind":"CustomResourceDefinition",
+	  "metadata":{"name":"notes.example.com"},
+	  "spec":{"group":"example.com","scope":"Cluster","names":{"plural":"notes","kind":"Note"},
+	    "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer"}}}}}}}]}}`
+	crd := establish(t, e, def, "/apis/example.com/v1", "notes")
+	const notes = "/apis/example.com/v1/notes"
+	must(t, do(t, e, "POST", notes, `{"apiVersion":"example.com/v1","kind":"Note","metadata":{"name":"n1"},"spec":{"text":"a long text","n":1}}`), http.StatusCreated)
+	v := path(crd, "spec.versions").([]any)[0].(map[string]any)
+	text := path(v, "schema.openAPIV3Schema.properties.spec.properties.text").(map[string]any)
+	text["maxLength"] = 4
+	must(t, do(t, e, "PUT", crdsPath+"/notes.example.com", crd), http.StatusOK)
+	waitFor(t, "the stricter schema", func() bool {
+		return do(t, e, "POST", notes, `{"apiVersion":"example.com/v1","kind":"Note","metadata":{"name":"n2"},"spec":{"text":"too long"}}`).code == http.StatusUnprocessableEntity
+	})
+	must(t, do(t, e, "PATCH", notes+"/n1", `{"spec":{"n":2},"metadata":{"labels":{"x":"y"}}}`, "Content-Type", "application/merge-patch+json"), http.StatusOK)
+	msg := do(t, e, "PATCH", notes+"/n1", `{"spec":{"text":"still too long"}}`, "Content-Type", "application/merge-patch+json").
+		status(t, http.StatusUnprocessableEntity, "Invalid")
+	if !strings.Contains(msg, "spec.text") {
+		t.Errorf("changed invalid value: %s", msg)
+	}
+}

@@ -24,7 +24,7 @@ func validateKind(res *registry.Resource, obj, old runtime.Object) error {
 		errs = crd.Validate(o, prev)
 	case *unstructured.Unstructured:
 		if isCustom(res) {
-			errs = validateCustom(res, o)
+			errs = validateCustom(res, o, old)
 		}
 	}
 	if len(errs) == 0 {

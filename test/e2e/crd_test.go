@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -327,6 +328,25 @@ func widget(name string, size int64, labels map[string]string) *unstructured.Uns
 	return u
 }
 
+// createEstablished creates a definition with the dynamic client and waits until it is
+// Established.
+func createEstablished(t *testing.T, ctx context.Context, dyn dynamic.Interface, crd *unstructured.Unstructured) {
+	t.Helper()
+	if _, err := dyn.Resource(crdsGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the definition: %v", err)
+	}
+	eventually(t, 20*time.Second, "the definition Established", func() error {
+		got, err := dyn.Resource(crdsGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st := crdCondition(got, "Established"); st != "True" {
+			return fmt.Errorf("Established is %q; status %v", st, got.Object["status"])
+		}
+		return nil
+	})
+}
+
 // crdCondition is the status of a definition's condition of type typ ("" when absent).
 func crdCondition(crd *unstructured.Unstructured, typ string) string {
 	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
@@ -354,20 +374,7 @@ func TestDynamicClientCustomResources(t *testing.T) {
 	ns := createNamespace(t, dyn, "e2e-dcrd-")
 	ctx := ctxFor(t, 90*time.Second)
 	crd := widgetCRDObject()
-
-	if _, err := dyn.Resource(crdsGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the definition: %v", err)
-	}
-	eventually(t, 20*time.Second, "the definition Established", func() error {
-		got, err := dyn.Resource(crdsGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if st := crdCondition(got, "Established"); st != "True" {
-			return fmt.Errorf("Established is %q; status %v", st, got.Object["status"])
-		}
-		return nil
-	})
+	createEstablished(t, ctx, dyn, crd)
 	widgets := dyn.Resource(widgetsV1).Namespace(ns)
 	// Established means served, at once (no 404 after the condition is True).
 	if _, err := widgets.List(ctx, metav1.ListOptions{}); err != nil {
@@ -662,20 +669,7 @@ func TestCustomResourcesAcrossRestart(t *testing.T) {
 	dyn := dynamicClient(t, s)
 	ns := createNamespace(t, dyn, "e2e-rcrd-")
 	ctx := ctxFor(t, 90*time.Second)
-	crd := widgetCRDObject()
-	if _, err := dyn.Resource(crdsGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the definition: %v", err)
-	}
-	eventually(t, 20*time.Second, "the definition Established", func() error {
-		got, err := dyn.Resource(crdsGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if st := crdCondition(got, "Established"); st != "True" {
-			return fmt.Errorf("Established is %q", st)
-		}
-		return nil
-	})
+	createEstablished(t, ctx, dyn, widgetCRDObject())
 	widgets := dyn.Resource(widgetsV1).Namespace(ns)
 	created, err := widgets.Create(ctx, widget("kept", 2, nil), metav1.CreateOptions{})
 	if err != nil {

@@ -38,30 +38,57 @@ func cmBody(name string) []byte {
 	return data
 }
 
-func BenchmarkCreate(b *testing.B) {
-	e := benchEnv(b)
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			post(b, e.Admin, e.URL+cms, cmBody(fmt.Sprintf("cm-%d", n.Add(1))))
-		}
+func BenchmarkCreate(b *testing.B) { benchCreate(b, benchEnv(b), cms, cmBody) }
+
+func BenchmarkGet(b *testing.B) { benchGet(b, benchEnv(b), cms, cmBody) }
+
+// BenchmarkList2000 is one unpaged JSON list of 2,000 ConfigMaps per op.
+func BenchmarkList2000(b *testing.B) { benchList2000(b, benchEnv(b), cms, cmBody) }
+
+// BenchmarkMergePatch is a merge patch of one of 100 ConfigMaps per op (8 parallel clients).
+func BenchmarkMergePatch(b *testing.B) {
+	benchWrite(b, benchEnv(b), cms, cmBody, "application/merge-patch+json", func(i int64) []byte {
+		return []byte(fmt.Sprintf(`{"data":{"counter":"%d"}}`, i))
 	})
 }
 
-func BenchmarkGet(b *testing.B) {
-	e := benchEnv(b)
-	for i := 0; i < 100; i++ {
-		post(b, e.Admin, e.URL+cms, cmBody(fmt.Sprintf("cm-%d", i)))
-	}
+// BenchmarkApply is a server-side apply of one of 100 ConfigMaps per op (8 parallel clients).
+func BenchmarkApply(b *testing.B) {
+	benchWrite(b, benchEnv(b), cms, cmBody, "application/apply-patch+yaml", func(i int64) []byte {
+		return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"obj-%d"},"data":{"key1":"value-one","counter":"%d"}}`, i%100, i))
+	})
+}
+
+// benchCreate creates objects of unique names (8 parallel clients).
+func benchCreate(b *testing.B, e *gatewaytest.Env, collection string, body func(string) []byte) {
 	var n atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(8)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			resp, err := e.Admin.Get(fmt.Sprintf("%s%s/cm-%d", e.URL, cms, n.Add(1)%100))
+			post(b, e.Admin, e.URL+collection, body(fmt.Sprintf("obj-%d", n.Add(1))))
+		}
+	})
+}
+
+// seed creates obj-0 ... obj-<n-1>.
+func seed(b *testing.B, e *gatewaytest.Env, collection string, body func(string) []byte, n int) {
+	for i := 0; i < n; i++ {
+		post(b, e.Admin, e.URL+collection, body(fmt.Sprintf("obj-%d", i)))
+	}
+}
+
+// benchGet reads one of 100 objects per op (8 parallel clients).
+func benchGet(b *testing.B, e *gatewaytest.Env, collection string, body func(string) []byte) {
+	seed(b, e, collection, body, 100)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := e.Admin.Get(fmt.Sprintf("%s%s/obj-%d", e.URL, collection, n.Add(1)%100))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -74,16 +101,13 @@ func BenchmarkGet(b *testing.B) {
 	})
 }
 
-// BenchmarkList2000 is one unpaged JSON list of 2,000 ConfigMaps per op.
-func BenchmarkList2000(b *testing.B) {
-	e := benchEnv(b)
-	for i := 0; i < 2000; i++ {
-		post(b, e.Admin, e.URL+cms, cmBody(fmt.Sprintf("cm-%04d", i)))
-	}
+// benchList2000 lists 2,000 objects, unpaged, per op.
+func benchList2000(b *testing.B, e *gatewaytest.Env, collection string, body func(string) []byte) {
+	seed(b, e, collection, body, 2000)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		resp, err := e.Admin.Get(e.URL + cms)
+		resp, err := e.Admin.Get(e.URL + collection)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -95,24 +119,13 @@ func BenchmarkList2000(b *testing.B) {
 	}
 }
 
-// BenchmarkMergePatch is a merge patch of one of 100 ConfigMaps per op (8 parallel clients).
-func BenchmarkMergePatch(b *testing.B) {
-	benchWrite(b, "application/merge-patch+json", func(i int64) []byte {
-		return []byte(fmt.Sprintf(`{"data":{"counter":"%d"}}`, i))
-	})
-}
-
-// BenchmarkApply is a server-side apply of one of 100 ConfigMaps per op (8 parallel clients).
-func BenchmarkApply(b *testing.B) {
-	benchWrite(b, "application/apply-patch+yaml", func(i int64) []byte {
-		return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d"},"data":{"key1":"value-one","counter":"%d"}}`, i%100, i))
-	})
-}
-
-func benchWrite(b *testing.B, contentType string, body func(int64) []byte) {
-	e := benchEnv(b)
-	for i := 0; i < 100; i++ {
-		post(b, e.Admin, e.URL+cms, cmBody(fmt.Sprintf("cm-%d", i)))
+// benchWrite patches one of 100 objects per op (8 parallel clients) with the body for op i;
+// apply forces (the creator owns the fields first).
+func benchWrite(b *testing.B, e *gatewaytest.Env, collection string, seedBody func(string) []byte, contentType string, body func(int64) []byte) {
+	seed(b, e, collection, seedBody, 100)
+	query := "fieldManager=bench"
+	if contentType == "application/apply-patch+yaml" {
+		query += "&force=true"
 	}
 	var n atomic.Int64
 	b.ReportAllocs()
@@ -121,7 +134,7 @@ func benchWrite(b *testing.B, contentType string, body func(int64) []byte) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s%s/cm-%d?fieldManager=bench", e.URL, cms, i%100), bytes.NewReader(body(i)))
+			req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s%s/obj-%d?%s", e.URL, collection, i%100, query), bytes.NewReader(body(i)))
 			req.Header.Set("Content-Type", contentType)
 			resp, err := e.Admin.Do(req)
 			if err != nil {
@@ -171,90 +184,19 @@ func widgetBody(name string) []byte {
 	  "spec":{"size":3,"tags":["a","b"],"ports":[{"name":"http","port":80},{"name":"https","port":443}]}}`, name))
 }
 
-func BenchmarkCustomCreate(b *testing.B) {
-	e := customBenchEnv(b)
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			post(b, e.Admin, e.URL+benchWidgets, widgetBody(fmt.Sprintf("w-%d", n.Add(1))))
-		}
-	})
-}
+func BenchmarkCustomCreate(b *testing.B) { benchCreate(b, customBenchEnv(b), benchWidgets, widgetBody) }
 
-func BenchmarkCustomGet(b *testing.B) {
-	e := customBenchEnv(b)
-	for i := 0; i < 100; i++ {
-		post(b, e.Admin, e.URL+benchWidgets, widgetBody(fmt.Sprintf("w-%d", i)))
-	}
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := e.Admin.Get(fmt.Sprintf("%s%s/w-%d", e.URL, benchWidgets, n.Add(1)%100))
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Fatalf("get: %d", resp.StatusCode)
-			}
-		}
-	})
-}
+func BenchmarkCustomGet(b *testing.B) { benchGet(b, customBenchEnv(b), benchWidgets, widgetBody) }
 
 // BenchmarkCustomList2000 is one unpaged JSON list of 2,000 custom objects per op.
 func BenchmarkCustomList2000(b *testing.B) {
-	e := customBenchEnv(b)
-	for i := 0; i < 2000; i++ {
-		post(b, e.Admin, e.URL+benchWidgets, widgetBody(fmt.Sprintf("w-%04d", i)))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		resp, err := e.Admin.Get(e.URL + benchWidgets)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, _ := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || n < 2000*200 {
-			b.Fatalf("list: %d, %d bytes", resp.StatusCode, n)
-		}
-	}
+	benchList2000(b, customBenchEnv(b), benchWidgets, widgetBody)
 }
 
 // BenchmarkCustomApply is a server-side apply of one of 100 custom objects per op (8 parallel
-// clients), merging a map list by key (forced: the creator owns the fields first).
+// clients), merging a map list by key.
 func BenchmarkCustomApply(b *testing.B) {
-	e := customBenchEnv(b)
-	for i := 0; i < 100; i++ {
-		post(b, e.Admin, e.URL+benchWidgets, widgetBody(fmt.Sprintf("w-%d", i)))
-	}
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := n.Add(1)
-			body := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w-%d"},"spec":{"size":%d,"ports":[{"name":"http","port":%d}]}}`, i%100, i%10+1, i)
-			req, _ := http.NewRequest("PATCH", fmt.Sprintf("%s%s/w-%d?fieldManager=bench&force=true", e.URL, benchWidgets, i%100), bytes.NewReader([]byte(body)))
-			req.Header.Set("Content-Type", "application/apply-patch+yaml")
-			resp, err := e.Admin.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Fatalf("apply: %d", resp.StatusCode)
-			}
-		}
+	benchWrite(b, customBenchEnv(b), benchWidgets, widgetBody, "application/apply-patch+yaml", func(i int64) []byte {
+		return []byte(fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"obj-%d"},"spec":{"size":%d,"ports":[{"name":"http","port":%d}]}}`, i%100, i%10+1, i))
 	})
 }

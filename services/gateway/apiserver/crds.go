@@ -135,22 +135,7 @@ func (a *API) crdPass(ctx context.Context, res *registry.Resource, controller bo
 	if err != nil {
 		return err
 	}
-	events := make(chan []*storagev1.Event)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			evs, err := stream.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case events <- evs:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	events, errc := receive(ctx, stream)
 	retry := time.NewTicker(time.Second)
 	defer retry.Stop()
 	for {

@@ -148,22 +148,7 @@ func (a *API) namespaceControllerPass(ctx context.Context, res *registry.Resourc
 		return err
 	}
 	pending := map[string]bool{}
-	events := make(chan []*storagev1.Event)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			evs, err := stream.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case events <- evs:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	events, errc := receive(ctx, stream)
 	retry := time.NewTicker(time.Second)
 	defer retry.Stop()
 	for {
@@ -200,6 +185,30 @@ func (a *API) namespaceControllerPass(ctx context.Context, res *registry.Resourc
 			}
 		}
 	}
+}
+
+// receive turns a storage watch into channels for a controller's select loop: batches of
+// events, and the error that ended the watch. It stops when ctx ends.
+func receive(ctx context.Context, stream interface {
+	Recv() ([]*storagev1.Event, error)
+}) (<-chan []*storagev1.Event, <-chan error) {
+	events := make(chan []*storagev1.Event)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			evs, err := stream.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case events <- evs:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return events, errc
 }
 
 // finalizeNamespace deletes the content of a terminating namespace; once none is left it removes

@@ -93,12 +93,7 @@ func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runti
 		return out, nil
 	}
 	m := mustMeta(newObj)
-	m.SetUID(curMeta.GetUID())
-	m.SetCreationTimestamp(curMeta.GetCreationTimestamp())
-	m.SetDeletionTimestamp(curMeta.GetDeletionTimestamp())
-	m.SetDeletionGracePeriodSeconds(curMeta.GetDeletionGracePeriodSeconds())
-	m.SetGeneration(curMeta.GetGeneration())
-	m.SetSelfLink("")
+	copySystemFields(m, curMeta)
 	if res.HasStatus {
 		setStatus(newObj, statusValue(cur))
 	}
@@ -129,12 +124,7 @@ func prepareCustomUpdate(res *registry.Resource, subresource string, newObj, cur
 		return out, nil
 	}
 	m := newObj
-	m.SetUID(cur.GetUID())
-	m.SetCreationTimestamp(cur.GetCreationTimestamp())
-	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
-	m.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
-	m.SetGeneration(cur.GetGeneration())
-	m.SetSelfLink("")
+	copySystemFields(m, cur)
 	if res.HasStatus {
 		status, ok := unstructuredStatus(cur)
 		setUnstructuredStatus(newObj, status, ok)
@@ -146,6 +136,16 @@ func prepareCustomUpdate(res *registry.Resource, subresource string, newObj, cur
 		return nil, err
 	}
 	return newObj, nil
+}
+
+// copySystemFields gives an updated object the fields only the server sets, from the stored one.
+func copySystemFields(m, cur metav1.Object) {
+	m.SetUID(cur.GetUID())
+	m.SetCreationTimestamp(cur.GetCreationTimestamp())
+	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	m.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	m.SetGeneration(cur.GetGeneration())
+	m.SetSelfLink("")
 }
 
 // checkNewFinalizers refuses finalizers added to an object being deleted.

@@ -52,10 +52,14 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition) []*Resource 
 			storageVersion = v.Name
 		}
 	}
+	// Versions are served with conversion strategy None (apiVersion rewritten). Conversion
+	// webhooks are not called yet, so a definition that asks for them is served in its storage
+	// version only: other versions would show objects unconverted.
+	webhook := crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
 	var out []*Resource
 	for i := range crd.Spec.Versions {
 		v := &crd.Spec.Versions[i]
-		if !v.Served {
+		if !v.Served || (webhook && !v.Storage) {
 			continue
 		}
 		c := &Custom{CRD: crd, Version: v, StorageVersion: storageVersion, Columns: v.AdditionalPrinterColumns}

@@ -20,8 +20,8 @@ func definition(group, plural, kind string, versions ...string) *apiextensionsv1
 	for i, v := range versions {
 		c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
 			Name: v, Served: true, Storage: i == 0,
-			Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}},
-			Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+			Schema:           &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}},
+			Subresources:     &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
 			SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.color"}},
 		})
 	}

@@ -361,6 +361,14 @@ func TestCRDVersions(t *testing.T) {
 	if g2["apiVersion"] != "example.com/v1" || path(g2, "spec.b") != float64(3) {
 		t.Errorf("v2 object read in v1: %v", g2)
 	}
+	// Dropping v1, in which objects are still stored, would make them unreadable: 422.
+	cur := must(t, do(t, e, "GET", crdsPath+"/gadgets.example.com", nil), http.StatusOK)
+	versions := path(cur, "spec.versions").([]any)
+	cur["spec"].(map[string]any)["versions"] = versions[1:]
+	msg = do(t, e, "PUT", crdsPath+"/gadgets.example.com", cur).status(t, http.StatusUnprocessableEntity, "Invalid")
+	if !strings.Contains(msg, "status.storedVersions") {
+		t.Errorf("dropping a stored version: %s", msg)
+	}
 	// The body's apiVersion must be the URL's.
 	do(t, e, "POST", "/apis/example.com/v1/gadgets", `{"apiVersion":"example.com/v2","kind":"Gadget","metadata":{"name":"g3"}}`).
 		status(t, http.StatusBadRequest, "BadRequest")

@@ -58,12 +58,12 @@ func decodeUnstructured(data []byte, u *unstructured.Unstructured) ([]string, er
 func normalizeCustom(res *registry.Resource, u *unstructured.Unstructured) ([]string, error) {
 	var unknown []string
 	if raw, ok := u.Object["metadata"]; ok && raw != nil {
+		if _, isObject := raw.(map[string]any); !isObject {
+			return nil, apierrors.NewBadRequest("metadata must be an object")
+		}
 		data, err := json.Marshal(raw)
 		if err != nil {
 			return nil, apierrors.NewBadRequest("metadata: " + err.Error())
-		}
-		if _, isObject := raw.(map[string]any); !isObject {
-			return nil, apierrors.NewBadRequest("metadata must be an object")
 		}
 		var om metav1.ObjectMeta
 		strictErrs, err := kjson.UnmarshalStrict(data, &om, kjson.DisallowUnknownFields)

@@ -387,10 +387,11 @@ func TestCRDDeletionWaitsForFinalizers(t *testing.T) {
 		t.Fatalf("definition not marked for deletion: %v", deleted)
 	}
 	waitFor(t, "the free widget to go", func() bool { return do(t, e, "GET", widgets+"/free", nil).code == http.StatusNotFound })
-	held := must(t, do(t, e, "GET", widgets+"/held", nil), http.StatusOK)
-	if path(held, "metadata.deletionTimestamp") == nil {
-		t.Errorf("held widget not marked: %v", held)
-	}
+	// The cleanup deletes objects one after another: held is marked for deletion eventually (the
+	// spec's Finalizing state), and stays while its finalizer does.
+	waitFor(t, "the held widget to be marked for deletion", func() bool {
+		return path(must(t, do(t, e, "GET", widgets+"/held", nil), http.StatusOK), "metadata.deletionTimestamp") != nil
+	})
 	crd := must(t, do(t, e, "GET", crdsPath+"/widgets.example.com", nil), http.StatusOK)
 	if conditionStatus(crd, "Terminating") != "True" {
 		t.Errorf("Terminating: %v", path(crd, "status.conditions"))

@@ -313,6 +313,9 @@ func encodeKey(key crypto.Signer) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
+// ParseCertificatePEM returns the first certificate in PEM data.
+func ParseCertificatePEM(data []byte) (*x509.Certificate, error) { return parseCertPEM(data) }
+
 // parseCertPEM returns the first certificate in data.
 func parseCertPEM(data []byte) (*x509.Certificate, error) {
 	for {

@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -523,4 +524,34 @@ func TestMutualTLS(t *testing.T) {
 		t.Error("request without a client certificate succeeded")
 	}
 	anon.CloseIdleConnections()
+}
+
+func TestSigningKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sa.key")
+	if err := EnsureSigningKey(path); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", st.Mode())
+	}
+	key, err := parseKeyPEM(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := key.(*rsa.PrivateKey); !ok {
+		t.Errorf("key is %T, want RSA", key)
+	}
+	// An existing key is kept: tokens signed before a restart stay valid.
+	if err := EnsureSigningKey(path); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := os.ReadFile(path)
+	if string(first) != string(second) {
+		t.Error("EnsureSigningKey replaced an existing key")
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"platform.io/libs/service"
 )
 
 // Config is everything the storage service needs to run; main parses it from flags.
@@ -22,13 +24,8 @@ type Config struct {
 	// DataDir holds the embedded backend's file.
 	DataDir string
 
-	// Listen is host:port, or unix:///path for a unix socket.
-	Listen string
-	// TLSCertFile and TLSPrivateKeyFile enable TLS on the gRPC listener.
-	TLSCertFile       string
-	TLSPrivateKeyFile string
-	// ClientCAFile requires client certificates signed by this CA (mutual TLS).
-	ClientCAFile string
+	// ServerConfig is the gRPC listener: address, (mutual) TLS, metrics, shutdown timeout.
+	service.ServerConfig
 
 	// HistoryRetention keeps every change younger than this for watches and exact reads.
 	HistoryRetention time.Duration
@@ -40,11 +37,6 @@ type Config struct {
 	WatchBookmarkInterval time.Duration
 	// FutureRevisionWait bounds the wait for a revision a type has not reached yet.
 	FutureRevisionWait time.Duration
-
-	// MetricsBindAddress serves Prometheus metrics at /metrics; empty disables.
-	MetricsBindAddress string
-	// ShutdownTimeout bounds a graceful shutdown.
-	ShutdownTimeout time.Duration
 }
 
 // RegisterFlags registers the configuration's flags with their defaults.
@@ -54,17 +46,15 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", "", "file holding the Redis password (overrides the URL's)")
 	fs.StringVar(&c.RedisCAFile, "redis-ca-file", "", "CA bundle that verifies the Redis server's certificate")
 	fs.StringVar(&c.DataDir, "data-dir", "data", "directory of the embedded backend's data")
-	fs.StringVar(&c.Listen, "listen", "127.0.0.1:7001", "gRPC listen address: host:port or unix:///path")
-	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM) for the gRPC listener")
-	fs.StringVar(&c.TLSPrivateKeyFile, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
-	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "require client certificates signed by this CA (mutual TLS)")
+	c.ServerConfig.RegisterFlags(fs, "127.0.0.1:7001")
+	// The storage service's first releases called the mutual TLS CA --client-ca-file.
+	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "")
+	_ = fs.MarkDeprecated("client-ca-file", "use --tls-client-ca-file")
 	fs.DurationVar(&c.HistoryRetention, "history-retention", 5*time.Minute, "how long changes are kept for watches, exact reads and continue tokens")
 	fs.IntVar(&c.HistoryMaxEvents, "history-max-events", 100000, "most changes kept per resource type, whatever their age (0: no bound)")
 	fs.DurationVar(&c.CompactionInterval, "compaction-interval", 10*time.Second, "how often history is compacted")
 	fs.DurationVar(&c.WatchBookmarkInterval, "watch-bookmark-interval", time.Minute, "how often an idle watch that allows bookmarks gets one")
 	fs.DurationVar(&c.FutureRevisionWait, "future-revision-wait", 3*time.Second, "how long a read or watch waits for a resource version not reached yet before 'Too large resource version'")
-	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", "", "host:port serving Prometheus metrics at /metrics (empty: off)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take")
 }
 
 // Validate reports every configuration error, each naming the flag that fixes it.
@@ -82,15 +72,7 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--backend must be embedded or redis, not %q", c.Backend))
 	}
-	if c.Listen == "" {
-		errs = append(errs, errors.New("--listen is required"))
-	}
-	if (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == "") {
-		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
-	}
-	if c.ClientCAFile != "" && c.TLSCertFile == "" {
-		errs = append(errs, errors.New("--client-ca-file needs --tls-cert-file and --tls-private-key-file"))
-	}
+	errs = append(errs, c.ServerConfig.Validate()...)
 	if c.HistoryRetention <= 0 {
 		errs = append(errs, errors.New("--history-retention must be positive"))
 	}
@@ -105,9 +87,6 @@ func (c *Config) Validate() error {
 	}
 	if c.FutureRevisionWait <= 0 {
 		errs = append(errs, errors.New("--future-revision-wait must be positive"))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }

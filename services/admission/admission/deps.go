@@ -1,0 +1,90 @@
+package admission
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// Lister reads objects of one kind from the admission service's copy (kept in step with storage
+// by watches; it may lag a write by milliseconds). Cluster-scoped kinds use namespace "".
+type Lister[T any] interface {
+	Get(namespace, name string) (T, bool)
+	// List returns the objects of a namespace ("" lists every namespace).
+	List(namespace string) []T
+}
+
+// Objects are the stored objects plugins read.
+type Objects interface {
+	Namespaces() Lister[*corev1.Namespace]
+	ServiceAccounts() Lister[*corev1.ServiceAccount]
+	Services() Lister[*corev1.Service]
+	LimitRanges() Lister[*corev1.LimitRange]
+	ResourceQuotas() Lister[*corev1.ResourceQuota]
+	Nodes() Lister[*corev1.Node]
+	PriorityClasses() Lister[*schedulingv1.PriorityClass]
+	RuntimeClasses() Lister[*nodev1.RuntimeClass]
+	StorageClasses() Lister[*storagev1.StorageClass]
+	IngressClasses() Lister[*networkingv1.IngressClass]
+	MutatingWebhookConfigurations() Lister[*admissionregistrationv1.MutatingWebhookConfiguration]
+	ValidatingWebhookConfigurations() Lister[*admissionregistrationv1.ValidatingWebhookConfiguration]
+}
+
+// Store is what the admission service writes itself, through the storage API, with
+// compare-and-swap: the usage in a ResourceQuota's status, and namespaces NamespaceAutoProvision
+// creates. Reads here are consistent (never older than an acknowledged write).
+type Store interface {
+	// GetResourceQuota reads a quota as stored now.
+	GetResourceQuota(ctx context.Context, namespace, name string) (*corev1.ResourceQuota, error)
+	// UpdateResourceQuotaStatus stores q's status if q's resourceVersion is still the stored one;
+	// otherwise it fails with an error for which IsConflict is true.
+	UpdateResourceQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error)
+	// GetNamespace reads a namespace as stored now (an error for which IsNotFound is true when it
+	// does not exist).
+	GetNamespace(ctx context.Context, name string) (*corev1.Namespace, error)
+	// CreateNamespace creates an Active namespace with the metadata the gateway gives new ones;
+	// one that exists already is not an error.
+	CreateNamespace(ctx context.Context, name string) error
+	// GetServiceAccount reads a service account as stored now.
+	GetServiceAccount(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error)
+}
+
+// AuthorizationAttributes are what a plugin asks the authorization service about.
+type AuthorizationAttributes struct {
+	User            *User
+	Verb            string
+	ResourceRequest bool
+	APIGroup        string
+	APIVersion      string
+	Resource        string
+	Subresource     string
+	Namespace       string
+	Name            string
+	Path            string
+}
+
+// Authorizer asks the authorization service (for OwnerReferencesPermissionEnforcement and the
+// certificate plugins).
+type Authorizer interface {
+	Authorize(ctx context.Context, a AuthorizationAttributes) (allowed bool, reason string, err error)
+}
+
+// Deps are what a plugin may use; every field is set.
+type Deps struct {
+	Objects    Objects
+	Store      Store
+	Authorizer Authorizer
+	Log        *slog.Logger
+	Now        func() time.Time
+}
+
+// Factory builds a plugin from its dependencies and its configuration (the plugin's entry of the
+// admission configuration file, JSON; nil when there is none).
+type Factory func(deps Deps, config []byte) (Plugin, error)

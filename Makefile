@@ -33,9 +33,9 @@ load:
 	$(GO) run ./test/load/apiload --start=allinone --scenario=create,get,list --clients=1,16 --duration=10s
 	$(GO) run ./test/load/apiload --start=split --kind=custom --scenario=create,get,patch,apply --clients=1,16 --duration=10s
 
-## build: every binary into ./bin (storage, gateway, and the all-in-one as platform).
+## build: every binary into ./bin (storage, authn, authz, admission, controllers, gateway, and the all-in-one as platform).
 build:
-	$(GO) build -o $(BIN)/ ./services/storage ./services/gateway
+	$(GO) build -o $(BIN)/ ./services/storage ./services/authn ./services/authz ./services/admission ./services/controllers ./services/gateway
 	$(GO) build -o $(BIN)/platform ./services/allinone
 
 tools:

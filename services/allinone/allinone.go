@@ -8,12 +8,18 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"platform.io/libs/naming"
 	"platform.io/libs/pki"
+	admission "platform.io/services/admission/server"
+	authn "platform.io/services/authn/server"
+	authz "platform.io/services/authz/server"
+	controllers "platform.io/services/controllers/manager"
 	gateway "platform.io/services/gateway/server"
 	storage "platform.io/services/storage/server"
 )
@@ -27,28 +33,60 @@ const (
 // AdminUser is the user of the admin kubeconfig; its group system:masters may do everything.
 const AdminUser = naming.Product + "-admin"
 
-// config is the all-in-one's configuration: a data directory and the gateway's own flags (whose
-// file and address flags default to what the data directory holds).
+// config is the all-in-one's configuration: a data directory, the gateway's own flags (whose file
+// and address flags default to what the data directory holds), and the identity-method,
+// authorization-mode and controller flags of the services it runs in process.
 type config struct {
-	dataDir string
-	verbose bool
-	gateway gateway.Config
-	storage storage.Config
+	dataDir     string
+	verbose     bool
+	gateway     gateway.Config
+	storage     storage.Config
+	authn       authn.Config
+	authz       authz.Config
+	admission   admission.Config
+	controllers controllers.Config
+	// anonymousSet and bootstrapSet record whether the flags were given (their defaults here
+	// depend on other flags).
+	anonymousSet, bootstrapSet bool
 	// logHealthy reports whether the process log can be written (the "log" health check).
 	logHealthy func() error
 }
 
 func defaultConfig() config {
-	return config{dataDir: ".platform", gateway: gateway.DefaultConfig(), storage: storage.DefaultConfig()}
+	c := config{dataDir: ".platform", gateway: gateway.DefaultConfig(), storage: storage.DefaultConfig(),
+		authn: authn.DefaultConfig(), authz: authz.DefaultConfig(), admission: admission.DefaultConfig(), controllers: controllers.DefaultConfig()}
+	// One process: no other replica to elect a leader against. The bootstrap token cleaner and
+	// signer run too, as kubeadm enables them, so TLS bootstrap works out of the box.
+	c.controllers.LeaderElect = false
+	c.controllers.Controllers = []string{"*", "tokencleaner", "bootstrapsigner"}
+	return c
 }
 
 func (c *config) registerFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.dataDir, "data-dir", c.dataDir, "directory for the embedded storage, the cluster CA, certificates and the admin kubeconfig")
+	fs.StringVar(&c.dataDir, "data-dir", c.dataDir, "directory for the embedded storage, the cluster CA, certificates, the service account key and the admin kubeconfig")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "log at debug level")
 	c.gateway.RegisterFlags(fs)
-	for _, name := range []string{"storage-address", "storage-ca-file", "storage-cert-file", "storage-key-file"} {
+	for _, name := range []string{"storage-address", "storage-ca-file", "storage-cert-file", "storage-key-file",
+		"authn-address", "authn-ca-file", "authn-cert-file", "authn-key-file", "authz-address", "authz-ca-file", "authz-cert-file", "authz-key-file",
+		"admission-address", "admission-ca-file", "admission-cert-file", "admission-key-file"} {
 		_ = fs.MarkHidden(name)
 	}
+	// The identity methods and authorization modes: --client-ca-file and
+	// --requestheader-client-ca-file are the gateway's, shared.
+	c.authn.RegisterMethodFlags(fs)
+	c.authz.RegisterModeFlags(fs)
+	c.admission.RegisterPluginFlags(fs)
+	cm := pflag.NewFlagSet("controllers", pflag.ContinueOnError)
+	c.controllers.RegisterFlags(cm)
+	fs.AddFlag(cm.Lookup("controllers"))
+	fs.Lookup("controllers").DefValue = strings.Join(c.controllers.Controllers, ",")
+	_ = fs.Set("controllers", fs.Lookup("controllers").DefValue)
+}
+
+// parsed records which flags were set, for the defaults that depend on other flags.
+func (c *config) parsed(fs *pflag.FlagSet) {
+	c.anonymousSet = fs.Changed("anonymous-auth")
+	c.bootstrapSet = fs.Changed("enable-bootstrap-token-auth")
 }
 
 func (c *config) logLevel() slog.Level {
@@ -60,15 +98,20 @@ func (c *config) logLevel() slog.Level {
 
 // platform is the running all-in-one.
 type platform struct {
-	cfg        config
-	storage    *storage.Server
-	gateway    *gateway.Server
-	kubeconfig string
-	url        string
+	cfg         config
+	storage     *storage.Server
+	authn       *authn.Server
+	authz       *authz.Server
+	admission   *admission.Server
+	gateway     *gateway.Server
+	controllers *controllers.Manager
+	kubeconfig  string
+	url         string
 }
 
-// start prepares the data directory (CA, certificates, kubeconfig on first use), starts the
-// storage service on a unix socket inside it, then the gateway.
+// start prepares the data directory (CA, certificates, service account key, kubeconfig on first
+// use), starts storage, authentication, authorization and admission on unix sockets inside it, then the
+// gateway and the controllers.
 func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error) {
 	dir, err := filepath.Abs(cfg.dataDir)
 	if err != nil {
@@ -90,6 +133,12 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 		return nil, err
 	}
 	p.kubeconfig = files.kubeconfig
+	ok := false
+	defer func() {
+		if !ok {
+			p.stop(context.Background())
+		}
+	}()
 
 	sc := cfg.storage
 	sc.Backend = "embedded"
@@ -100,28 +149,104 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	if err != nil {
 		return nil, fmt.Errorf("starting storage: %w", err)
 	}
+
 	gc := cfg.gateway
-	gc.StorageAddress = sc.Listen
 	if gc.TLSCertFile == "" {
 		gc.TLSCertFile, gc.TLSPrivateKeyFile = files.servingCert, files.servingKey
 	}
 	if gc.ClientCAFile == "" {
 		gc.ClientCAFile = files.caCert
 	}
+
+	ac := cfg.authn
+	ac.Listen = "unix://" + filepath.Join(dir, "authn.sock")
+	ac.Storage.Address = sc.Listen
+	ac.MetricsBindAddress = ""
+	ac.ClientCAFile, ac.RequestHeaderClientCAFile = gc.ClientCAFile, gc.RequestHeaderClientCAFile
+	if len(ac.ServiceAccountIssuers) == 0 {
+		ac.ServiceAccountIssuers = []string{p.url}
+	}
+	if ac.ServiceAccountSigningKeyFile == "" && len(ac.ServiceAccountKeyFiles) == 0 {
+		ac.ServiceAccountSigningKeyFile = files.serviceAccountKey
+	}
+	if !cfg.anonymousSet && len(cfg.authz.Modes) == 1 && cfg.authz.Modes[0] == authz.ModeAlwaysAllow {
+		// As upstream: anonymous requests are off by default when everything is allowed anyway.
+		ac.AnonymousAuth = false
+	}
+	if !cfg.bootstrapSet {
+		ac.EnableBootstrapTokenAuth = true
+	}
+	p.authn, err = authn.Start(ctx, ac, authn.Options{}, log.With("service", "authn"))
+	if err != nil {
+		return nil, fmt.Errorf("starting authentication: %w", err)
+	}
+
+	zc := cfg.authz
+	zc.Listen = "unix://" + filepath.Join(dir, "authz.sock")
+	zc.Storage.Address = sc.Listen
+	zc.MetricsBindAddress = ""
+	p.authz, err = authz.Start(ctx, zc, authz.Options{}, log.With("service", "authz"))
+	if err != nil {
+		return nil, fmt.Errorf("starting authorization: %w", err)
+	}
+
+	dc := cfg.admission
+	dc.Listen = "unix://" + filepath.Join(dir, "admission.sock")
+	dc.Storage.Address, dc.Authz.Address = sc.Listen, zc.Listen
+	dc.MetricsBindAddress = ""
+	p.admission, err = admission.Start(ctx, dc, admission.Options{}, log.With("service", "admission"))
+	if err != nil {
+		return nil, fmt.Errorf("starting admission: %w", err)
+	}
+
+	gc.Storage.Address, gc.Authn.Address, gc.Authz.Address, gc.Admission.Address = sc.Listen, ac.Listen, zc.Listen, dc.Listen
 	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy}, log.With("service", "gateway"))
 	if err != nil {
-		p.storage.Stop(context.Background())
 		return nil, fmt.Errorf("starting the gateway: %w", err)
 	}
 	if gc.SecurePort == 0 {
 		p.url = "https://" + p.gateway.Addr().String()
 	}
+
+	// The controllers' permissions come from the default policy: start them once it is stored.
+	select {
+	case <-p.gateway.Bootstrapped():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	cc := cfg.controllers
+	cc.Listen = "unix://" + filepath.Join(dir, "controllers.sock")
+	cc.MetricsBindAddress = ""
+	cc.RESTConfig = files.controllersConfig(p.url)
+	cc.ServiceAccountPrivateKeyFile = ac.ServiceAccountSigningKeyFile
+	cc.RootCAFile = files.caCert
+	p.controllers, err = controllers.Start(ctx, cc, log.With("service", "controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("starting the controllers: %w", err)
+	}
+	ok = true
 	return p, nil
 }
 
 func (p *platform) stop(ctx context.Context) {
-	p.gateway.Stop(ctx)
-	p.storage.Stop(ctx)
+	if p.controllers != nil {
+		p.controllers.Stop(ctx)
+	}
+	if p.gateway != nil {
+		p.gateway.Stop(ctx)
+	}
+	if p.admission != nil {
+		p.admission.Stop(ctx)
+	}
+	if p.authz != nil {
+		p.authz.Stop(ctx)
+	}
+	if p.authn != nil {
+		p.authn.Stop(ctx)
+	}
+	if p.storage != nil {
+		p.storage.Stop(ctx)
+	}
 }
 
 func (p *platform) banner() string {
@@ -135,9 +260,16 @@ Stop it with Ctrl-C.
 `, p.url, p.cfg.dataDir, p.kubeconfig)
 }
 
-// credentialFiles are the paths of what ensureCredentials keeps in the data directory.
+// credentialFiles are the paths of what ensureCredentials keeps in the data directory, and the
+// controllers' client certificate (issued on every start, never written).
 type credentialFiles struct {
-	caCert, servingCert, servingKey, kubeconfig string
+	caCert, servingCert, servingKey, kubeconfig, serviceAccountKey string
+	controllersCert, controllersKey, caPEM                         []byte
+}
+
+// controllersConfig is the controllers' client configuration for the gateway at url.
+func (f credentialFiles) controllersConfig(url string) *rest.Config {
+	return &rest.Config{Host: url, TLSClientConfig: rest.TLSClientConfig{CAData: f.caPEM, CertData: f.controllersCert, KeyData: f.controllersKey}}
 }
 
 // ensureCredentials creates, once, the cluster CA and the serving certificate (for the bind
@@ -146,14 +278,23 @@ type credentialFiles struct {
 func ensureCredentials(dir, bindAddress, url string) (credentialFiles, error) {
 	pkiDir := filepath.Join(dir, "pki")
 	f := credentialFiles{
-		caCert:      filepath.Join(pkiDir, "ca.crt"),
-		servingCert: filepath.Join(pkiDir, "apiserver.crt"),
-		servingKey:  filepath.Join(pkiDir, "apiserver.key"),
-		kubeconfig:  filepath.Join(dir, "admin.kubeconfig"),
+		caCert:            filepath.Join(pkiDir, "ca.crt"),
+		servingCert:       filepath.Join(pkiDir, "apiserver.crt"),
+		servingKey:        filepath.Join(pkiDir, "apiserver.key"),
+		kubeconfig:        filepath.Join(dir, "admin.kubeconfig"),
+		serviceAccountKey: filepath.Join(pkiDir, "sa.key"),
 	}
 	ca, _, err := pki.EnsureCA(pkiDir, naming.Product+"-ca")
 	if err != nil {
 		return f, fmt.Errorf("cluster CA: %w", err)
+	}
+	f.caPEM = ca.CertPEM
+	// The key that signs service account tokens: kept, so tokens survive restarts.
+	if err := pki.EnsureSigningKey(f.serviceAccountKey); err != nil {
+		return f, fmt.Errorf("service account key: %w", err)
+	}
+	if f.controllersCert, f.controllersKey, err = ca.IssueClient(naming.ControllerManagerUser, nil, certValidity); err != nil {
+		return f, err
 	}
 	if _, err := os.Stat(f.servingCert); os.IsNotExist(err) {
 		hosts := []string{"127.0.0.1", "::1", "localhost"}

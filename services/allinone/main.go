@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 
 	"platform.io/libs/naming"
 	"platform.io/libs/telemetry"
@@ -23,9 +24,12 @@ func main() {
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)
 	_ = fs.Parse(os.Args[1:])
+	cfg.parsed(fs)
 	logOut := gateway.NewLogWriter(os.Stderr)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.logLevel()}))
 	cfg.logHealthy = logOut.Healthy
+	// client-go (the controllers' informers) logs through klog: route it to the same handler.
+	klog.SetSlogLogger(log.With("service", "controllers"))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	shutdownTracing, err := telemetry.Setup(ctx, naming.Product)

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +70,47 @@ func TestAllInOne(t *testing.T) {
 	}
 	if after.GetUID() != created.GetUID() || after.GetResourceVersion() != created.GetResourceVersion() {
 		t.Errorf("after a restart: %s@%s, before %s@%s", after.GetUID(), after.GetResourceVersion(), created.GetUID(), created.GetResourceVersion())
+	}
+}
+
+// Issues 10 and 11 in the all-in-one (`make run`): the default service account appears, `kubectl
+// create token` gives a token that authenticates as the account, RBAC denies it until a binding
+// grants it, a bootstrap token authenticates, and tokens survive a restart (the signing key is
+// kept in the data directory).
+func TestAllInOneAccessControl(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stack.Options{Mode: stack.AllInOne})
+	k := newKubectl(t, s, "default")
+	eventually(t, 20*time.Second, "the default service account", func() error {
+		_, errOut, code := k.run("", "get", "serviceaccount", "default")
+		if code != 0 {
+			return fmt.Errorf("%s", errOut)
+		}
+		return nil
+	})
+	k.ok("", "create", "serviceaccount", "robot")
+	token := strings.TrimSpace(k.ok("", "create", "token", "robot"))
+	robot := kubectlWith(t, s, tokenKubeconfig(t, s, s.URL, token), "default")
+	if got := whoamiName(t, robot); got != "system:serviceaccount:default:robot" {
+		t.Fatalf("whoami: %q", got)
+	}
+	if _, errOut, code := robot.run("", "get", "pods"); code == 0 || !strings.Contains(errOut, "Forbidden") {
+		t.Fatalf("robot before any grant: exit %d %s", code, errOut)
+	}
+	k.ok("", "create", "rolebinding", "robot-view", "--clusterrole=view", "--serviceaccount=default:robot")
+	eventually(t, 10*time.Second, "the view grant (an aggregated role the controllers fill)", func() error {
+		if _, errOut, code := robot.run("", "get", "pods"); code != 0 {
+			return fmt.Errorf("%s", errOut)
+		}
+		return nil
+	})
+	if err := s.Restart("allinone", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitReady(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := whoamiName(t, robot); got != "system:serviceaccount:default:robot" {
+		t.Errorf("whoami after a restart: %q", got)
 	}
 }

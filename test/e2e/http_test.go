@@ -21,7 +21,7 @@ import (
 // httpClients are raw clients of the stack: one that speaks HTTP/2 and one limited to HTTP/1.1.
 func httpClients(t *testing.T, s *stack.Stack) (h2, h1 *http.Client) {
 	t.Helper()
-	tc, err := s.TLSConfig("e2e-http")
+	tc, err := s.TLSConfig("e2e-http", "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}

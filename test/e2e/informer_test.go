@@ -438,7 +438,7 @@ func TestWatchBookmarks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := s.HTTPClient("e2e-bookmarks")
+	client, err := s.HTTPClient("e2e-bookmarks", "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,11 @@ var shared *stack.Stack
 // sharedGatewayArgs are the shared stack's gateway flags.
 var sharedGatewayArgs = []string{"--watch-bookmark-interval=1s"}
 
+// sharedControllersArgs turn off the root CA publisher on the shared stack: its tests count the
+// config maps of namespaces of their own, where the publisher would add platform-root-ca.crt
+// (it is checked in its package and by the stacks of TestAllInOneAccessControl).
+var sharedControllersArgs = []string{"--controllers", "-root-ca-cert-publisher"}
+
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -42,7 +47,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s, err := stack.Start(stack.Options{Mode: stack.Split, Dir: dir, GatewayArgs: sharedGatewayArgs})
+	s, err := stack.Start(stack.Options{Mode: stack.Split, Dir: dir, GatewayArgs: sharedGatewayArgs, ControllersArgs: sharedControllersArgs})
 	// At the end every stack of this process has stopped: drop the binaries stack.Build compiled.
 	defer stack.CleanupBuild()
 	if err != nil {

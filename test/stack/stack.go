@@ -16,10 +16,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/pki"
 	"platform.io/libs/redistest"
 )
@@ -29,8 +31,9 @@ type Mode string
 
 // Modes.
 const (
-	// Split runs redis-server, the storage service (Redis backend) and the gateway as separate
-	// processes talking gRPC over mutual TLS.
+	// Split runs redis-server, the storage service (Redis backend), the authentication,
+	// authorization and admission services, the gateway and the controllers as separate processes
+	// talking gRPC (the controllers HTTPS) over mutual TLS.
 	Split Mode = "split"
 	// AllInOne runs the all-in-one binary (embedded storage).
 	AllInOne Mode = "allinone"
@@ -41,8 +44,13 @@ type Options struct {
 	Mode Mode
 	// Dir holds binaries' data, certificates and logs (a temporary directory when empty).
 	Dir string
-	// StorageArgs and GatewayArgs are extra flags (split mode; GatewayArgs also for the all-in-one).
-	StorageArgs, GatewayArgs []string
+	// StorageArgs, AuthnArgs, AuthzArgs, AdmissionArgs, ControllersArgs and GatewayArgs are extra flags (split
+	// mode; GatewayArgs also for the all-in-one).
+	StorageArgs, AuthnArgs, AuthzArgs, AdmissionArgs, ControllersArgs, GatewayArgs []string
+	// RequestHeaderArgs turn on the authenticating proxy: --requestheader-client-ca-file names the
+	// stack's CA (for the gateway and the authentication service) and these flags
+	// (--requestheader-username-headers, ...) go to the authentication service (the all-in-one).
+	RequestHeaderArgs []string
 	// Stderr receives the services' logs (default: files in Dir).
 	Stderr *os.File
 }
@@ -51,6 +59,8 @@ type Options struct {
 type Stack struct {
 	// URL is the gateway's https URL; Kubeconfig an admin kubeconfig for it.
 	URL, Kubeconfig string
+	// ServiceAccountIssuer is the issuer of service account tokens.
+	ServiceAccountIssuer string
 	// CA signs client certificates; CAPEM verifies the gateway.
 	CA    *pki.CA
 	CAPEM []byte
@@ -80,14 +90,14 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Build compiles the storage, gateway and all-in-one binaries once per process.
+// Build compiles the service binaries and the all-in-one once per process.
 func Build() (string, error) {
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "platform-bin-")
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), "./services/storage", "./services/gateway", "./services/allinone")
+		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), "./services/storage", "./services/authn", "./services/authz", "./services/admission", "./services/controllers", "./services/gateway", "./services/allinone")
 		cmd.Dir = RepoRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -146,6 +156,9 @@ func (s *Stack) start() error {
 	switch s.opts.Mode {
 	case AllInOne:
 		s.args["allinone"] = append([]string{"--data-dir", filepath.Join(s.Dir, "allinone"), "--secure-port", strconv.Itoa(s.gwPort)}, s.opts.GatewayArgs...)
+		if len(s.opts.RequestHeaderArgs) > 0 {
+			s.args["allinone"] = append(append(s.args["allinone"], "--requestheader-client-ca-file", filepath.Join(pkiDir, "ca.crt")), s.opts.RequestHeaderArgs...)
+		}
 		if err := s.run("allinone"); err != nil {
 			return err
 		}
@@ -185,14 +198,6 @@ func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
 		cf, kf := filepath.Join(pkiDir, name+".crt"), filepath.Join(pkiDir, name+".key")
 		return cf, kf, pki.WritePair(cf, kf, c, k)
 	}
-	stCert, stKey, err := peer("storage")
-	if err != nil {
-		return err
-	}
-	gwStCert, gwStKey, err := peer("gateway-storage-client")
-	if err != nil {
-		return err
-	}
 	servCert, servKey, err := ca.IssueServing("gateway", []string{"127.0.0.1", "localhost"}, 24*time.Hour)
 	if err != nil {
 		return err
@@ -202,26 +207,136 @@ func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
 		return err
 	}
 	caFile := filepath.Join(pkiDir, "ca.crt")
+	saKey := filepath.Join(pkiDir, "sa.key")
+	if err := pki.EnsureSigningKey(saKey); err != nil {
+		return err
+	}
+	s.ServiceAccountIssuer = s.URL
+	addr := func() (string, error) {
+		port, err := freePort()
+		return "127.0.0.1:" + strconv.Itoa(port), err
+	}
 	if s.stPort, err = freePort(); err != nil {
 		return err
 	}
 	stAddr := "127.0.0.1:" + strconv.Itoa(s.stPort)
-	s.args["storage"] = append([]string{"--backend", "redis", "--redis-url", redis.URL(), "--listen", stAddr,
-		"--tls-cert-file", stCert, "--tls-private-key-file", stKey, "--client-ca-file", caFile}, s.opts.StorageArgs...)
-	s.args["gateway"] = append([]string{"--secure-port", strconv.Itoa(s.gwPort), "--tls-cert-file", gwCert, "--tls-private-key-file", gwKey,
-		"--client-ca-file", caFile, "--storage-address", stAddr, "--storage-ca-file", caFile,
-		"--storage-cert-file", gwStCert, "--storage-key-file", gwStKey}, s.opts.GatewayArgs...)
-	if err := s.run("storage"); err != nil {
+	anAddr, err := addr()
+	if err != nil {
 		return err
 	}
-	return s.run("gateway")
+	azAddr, err := addr()
+	if err != nil {
+		return err
+	}
+	adAddr, err := addr()
+	if err != nil {
+		return err
+	}
+	// Every hop is mutual TLS: each client presents a certificate of the same CA.
+	client := func(prefix, name, address string) ([]string, error) {
+		c, k, err := peer(name)
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--" + prefix + "-address", address, "--" + prefix + "-ca-file", caFile, "--" + prefix + "-cert-file", c, "--" + prefix + "-key-file", k}, nil
+	}
+	serve := func(name, address string) ([]string, error) {
+		c, k, err := peer(name)
+		if err != nil {
+			return nil, err
+		}
+		return []string{"--listen", address, "--tls-cert-file", c, "--tls-private-key-file", k, "--tls-client-ca-file", caFile}, nil
+	}
+	stServe, err := serve("storage", stAddr)
+	if err != nil {
+		return err
+	}
+	s.args["storage"] = append(append([]string{"--backend", "redis", "--redis-url", redis.URL()}, stServe...), s.opts.StorageArgs...)
+	anServe, err := serve("authn", anAddr)
+	if err != nil {
+		return err
+	}
+	anStorage, err := client("storage", "authn-storage-client", stAddr)
+	if err != nil {
+		return err
+	}
+	s.args["authn"] = append(append(append(anServe, anStorage...), "--client-ca-file", caFile,
+		"--service-account-issuer", s.ServiceAccountIssuer, "--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
+		"--enable-bootstrap-token-auth"), s.opts.AuthnArgs...)
+	var proxyCA []string
+	if len(s.opts.RequestHeaderArgs) > 0 {
+		proxyCA = []string{"--requestheader-client-ca-file", caFile}
+		s.args["authn"] = append(append(s.args["authn"], proxyCA...), s.opts.RequestHeaderArgs...)
+	}
+	azServe, err := serve("authz", azAddr)
+	if err != nil {
+		return err
+	}
+	azStorage, err := client("storage", "authz-storage-client", stAddr)
+	if err != nil {
+		return err
+	}
+	s.args["authz"] = append(append(azServe, azStorage...), s.opts.AuthzArgs...)
+	adServe, err := serve("admission", adAddr)
+	if err != nil {
+		return err
+	}
+	adStorage, err := client("storage", "admission-storage-client", stAddr)
+	if err != nil {
+		return err
+	}
+	adAuthz, err := client("authz", "admission-authz-client", azAddr)
+	if err != nil {
+		return err
+	}
+	s.args["admission"] = append(append(append(adServe, adStorage...), adAuthz...), s.opts.AdmissionArgs...)
+	gwStorage, err := client("storage", "gateway-storage-client", stAddr)
+	if err != nil {
+		return err
+	}
+	gwAuthn, err := client("authn", "gateway-authn-client", anAddr)
+	if err != nil {
+		return err
+	}
+	gwAuthz, err := client("authz", "gateway-authz-client", azAddr)
+	if err != nil {
+		return err
+	}
+	gwAdmission, err := client("admission", "gateway-admission-client", adAddr)
+	if err != nil {
+		return err
+	}
+	s.args["gateway"] = append(append(append(append(append([]string{"--secure-port", strconv.Itoa(s.gwPort), "--tls-cert-file", gwCert, "--tls-private-key-file", gwKey,
+		"--client-ca-file", caFile}, gwStorage...), gwAuthn...), gwAuthz...), gwAdmission...), append(proxyCA, s.opts.GatewayArgs...)...)
+	// The controllers use the API like any client, as their own user.
+	cmKubeconfig := filepath.Join(s.Dir, "controllers.kubeconfig")
+	cmCert, cmKey, err := ca.IssueClient(naming.ControllerManagerUser, nil, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteKubeconfig(cmKubeconfig, pki.Kubeconfig{ClusterName: "platform", UserName: naming.ControllerManagerUser, Server: s.URL, CAPEM: ca.CertPEM, CertPEM: cmCert, KeyPEM: cmKey}); err != nil {
+		return err
+	}
+	s.args["controllers"] = append([]string{"--kubeconfig", cmKubeconfig, "--listen", "unix://" + filepath.Join(s.Dir, "controllers.sock"),
+		"--service-account-private-key-file", saKey, "--root-ca-file", caFile, "--controllers", "*,tokencleaner,bootstrapsigner"}, s.opts.ControllersArgs...)
+	for _, name := range []string{"storage", "authn", "authz", "admission", "gateway", "controllers"} {
+		if err := s.run(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // run starts one service process with its recorded arguments.
 func (s *Stack) run(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cmd := exec.Command(filepath.Join(s.bins, name), s.args[name]...)
+	return s.runLocked(name, name)
+}
+
+// runLocked starts binary bin as service name (s.mu held).
+func (s *Stack) runLocked(name, bin string) error {
+	cmd := exec.Command(filepath.Join(s.bins, bin), s.args[name]...)
 	if s.opts.Stderr != nil {
 		cmd.Stderr = s.opts.Stderr
 	} else {
@@ -279,6 +394,37 @@ func (s *Stack) StopService(name string, kill bool) error {
 	return nil
 }
 
+// StartGatewayReplica starts another gateway process of a split stack (the same storage,
+// authentication, authorization and admission services) as service "gateway-<n>", and returns its URL once
+// it is ready.
+func (s *Stack) StartGatewayReplica() (string, error) {
+	if s.opts.Mode != Split {
+		return "", errors.New("gateway replicas need the split stack")
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	name := fmt.Sprintf("gateway-%d", len(s.args))
+	args := append([]string(nil), s.args["gateway"]...)
+	for i := range args {
+		if args[i] == "--secure-port" && i+1 < len(args) {
+			args[i+1] = strconv.Itoa(port)
+		}
+	}
+	s.args[name] = args
+	s.mu.Unlock()
+	s.mu.Lock()
+	err = s.runLocked(name, "gateway")
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	url := "https://127.0.0.1:" + strconv.Itoa(port)
+	return url, s.waitReadyAt(url, 30*time.Second)
+}
+
 // StartService starts a service stopped with StopService.
 func (s *Stack) StartService(name string) error {
 	return s.run(name)
@@ -286,6 +432,10 @@ func (s *Stack) StartService(name string) error {
 
 // WaitReady waits until the gateway's /readyz answers 200.
 func (s *Stack) WaitReady(timeout time.Duration) error {
+	return s.waitReadyAt(s.URL, timeout)
+}
+
+func (s *Stack) waitReadyAt(url string, timeout time.Duration) error {
 	client, err := s.HTTPClient("admin", "system:masters")
 	if err != nil {
 		return err
@@ -293,7 +443,7 @@ func (s *Stack) WaitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+"/readyz", nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", url+"/readyz", nil)
 		resp, err := client.Do(req)
 		if err == nil {
 			resp.Body.Close()
@@ -303,7 +453,7 @@ func (s *Stack) WaitReady(timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the gateway at %s did not become ready in %v (logs in %s)", s.URL, timeout, s.Dir)
+			return fmt.Errorf("the gateway at %s did not become ready in %v (logs in %s)", url, timeout, s.Dir)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -347,7 +497,15 @@ func (s *Stack) Stop() {
 	}
 	s.stopped = true
 	s.mu.Unlock()
-	for _, name := range []string{"gateway", "allinone", "storage"} {
+	s.mu.Lock()
+	var replicas []string
+	for name := range s.procs {
+		if strings.HasPrefix(name, "gateway-") {
+			replicas = append(replicas, name)
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range append(append([]string{"controllers"}, replicas...), "gateway", "allinone", "admission", "authz", "authn", "storage") {
 		_ = s.StopService(name, false)
 	}
 	if s.redis != nil {

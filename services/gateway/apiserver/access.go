@@ -1,11 +1,15 @@
 package apiserver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
@@ -34,7 +38,7 @@ func (a *API) admitRequest(r *http.Request, attrs auth.Attributes) (*http.Reques
 	attrs.User = u
 	decision, reason, err := a.authz.Authorize(r.Context(), attrs)
 	if err != nil {
-		return r, apierrors.NewInternalError(fmt.Errorf("authorization: %w", err))
+		return r, a.dependencyError(r.Context(), err)
 	}
 	if decision != auth.DecisionAllow {
 		return r, forbidden(attrs, reason)
@@ -42,26 +46,40 @@ func (a *API) admitRequest(r *http.Request, attrs auth.Attributes) (*http.Reques
 	return r.WithContext(auth.WithUser(r.Context(), u)), nil
 }
 
-// authenticate asks each authenticator in turn; a request nobody recognizes is 401.
+// authenticate identifies the caller: 401 for refused credentials (upstream's message, the
+// reason only in the log), 503 when the authentication service cannot decide.
 func (a *API) authenticate(r *http.Request) (*auth.User, error) {
-	for _, authn := range a.authn {
-		u, ok, err := authn.AuthenticateRequest(r)
-		if err != nil {
-			a.log.InfoContext(r.Context(), "authentication failed", "error", err)
-			return nil, apierrors.NewUnauthorized("Unauthorized")
-		}
-		if ok {
-			if !contains(u.Groups, auth.GroupAuthenticated) {
-				u.Groups = append(u.Groups, auth.GroupAuthenticated)
-			}
-			return u, nil
-		}
+	u, err := a.authn.AuthenticateRequest(r)
+	if err == nil {
+		return u, nil
 	}
-	return nil, apierrors.NewUnauthorized("Unauthorized")
+	var unauthorized *auth.UnauthorizedError
+	if errors.As(err, &unauthorized) {
+		a.log.InfoContext(r.Context(), "authentication failed", "reason", unauthorized.Reason)
+		return nil, apierrors.NewUnauthorized("Unauthorized")
+	}
+	return nil, a.dependencyError(r.Context(), err)
 }
 
-// impersonate applies the Impersonate-* headers: the caller must be allowed the impersonate verb
-// on each user, group, uid and extra value it asks for.
+// dependencyError is the answer for a failed call to another service: 503 with Retry-After when
+// it is unavailable (clients retry), the context's error when the request ended, 500 otherwise.
+func (a *API) dependencyError(ctx context.Context, err error) error {
+	var unavailable *auth.UnavailableError
+	switch {
+	case errors.As(err, &unavailable):
+		a.log.WarnContext(ctx, "dependency unavailable", "service", unavailable.Service, "err", unavailable.Err)
+		se := apierrors.NewServiceUnavailable(unavailable.Service + " is unavailable, retry later")
+		se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		return se
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return apierrors.NewTimeoutError("the request did not complete in time", 1)
+	}
+	return apierrors.NewInternalError(err)
+}
+
+// impersonate applies the Impersonate-* headers as upstream does: the caller must be allowed the
+// impersonate verb on each user (or service account), group, uid and extra value it asks for; the
+// request then runs as that identity.
 func (a *API) impersonate(r *http.Request, u *auth.User) (*auth.User, error) {
 	name := r.Header.Get(headerImpersonateUser)
 	groups := r.Header.Values(headerImpersonateGroup)
@@ -69,7 +87,11 @@ func (a *API) impersonate(r *http.Request, u *auth.User) (*auth.User, error) {
 	extra := map[string][]string{}
 	for k, v := range r.Header {
 		if rest, ok := strings.CutPrefix(k, headerImpersonateExtra); ok {
-			extra[strings.ToLower(rest)] = v
+			key := rest
+			if unescaped, err := url.PathUnescape(rest); err == nil {
+				key = unescaped
+			}
+			extra[strings.ToLower(key)] = v
 		}
 	}
 	if name == "" {
@@ -78,61 +100,80 @@ func (a *API) impersonate(r *http.Request, u *auth.User) (*auth.User, error) {
 		}
 		return u, nil
 	}
-	check := func(resource, subresource, name string) error {
-		attrs := auth.Attributes{User: u, Verb: "impersonate", ResourceRequest: true, Resource: resource, Subresource: subresource, Name: name}
-		if resource == "serviceaccounts" {
-			ns, sa, _ := cut(strings.TrimPrefix(name, "system:serviceaccount:"), ":")
-			attrs.Namespace, attrs.Name = ns, sa
-		}
-		if resource == "userextras" || resource == "uids" {
-			attrs.APIGroup = naming.Group("authentication.k8s.io")
-		}
+	check := func(group, resource, subresource, namespace, objName string) error {
+		attrs := auth.Attributes{User: u, Verb: "impersonate", ResourceRequest: true, APIGroup: group, Resource: resource, Subresource: subresource, Namespace: namespace, Name: objName}
 		d, reason, err := a.authz.Authorize(r.Context(), attrs)
-		if err != nil || d != auth.DecisionAllow {
-			msg := fmt.Sprintf("%s %q is forbidden: User %q cannot impersonate resource %q in API group %q", resource, name, u.Name, resource, attrs.APIGroup)
-			if reason != "" {
-				msg += ": " + reason
-			}
-			return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, name, fmt.Errorf("%s", msg))
+		if err != nil {
+			return a.dependencyError(r.Context(), err)
+		}
+		if d != auth.DecisionAllow {
+			return forbidden(attrs, reason)
 		}
 		return nil
 	}
-	userResource := "users"
-	if strings.HasPrefix(name, "system:serviceaccount:") {
-		userResource = "serviceaccounts"
-	}
-	if err := check(userResource, "", name); err != nil {
+	out := &auth.User{Name: name, UID: uid, Extra: extra}
+	if ns, sa, ok := serviceAccountName(name); ok {
+		if err := check("", "serviceaccounts", "", ns, sa); err != nil {
+			return nil, err
+		}
+		if len(groups) == 0 {
+			// A service account's groups are a fixed mapping: upstream adds them.
+			groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}
+		}
+	} else if err := check("", "users", "", "", name); err != nil {
 		return nil, err
 	}
-	for _, g := range groups {
-		if err := check("groups", "", g); err != nil {
+	authGroup := naming.Group("authentication.k8s.io")
+	for _, g := range r.Header.Values(headerImpersonateGroup) {
+		if err := check("", "groups", "", "", g); err != nil {
 			return nil, err
 		}
 	}
 	if uid != "" {
-		if err := check("uids", "", uid); err != nil {
+		if err := check(authGroup, "uids", "", "", uid); err != nil {
 			return nil, err
 		}
 	}
 	for k, vs := range extra {
 		for _, v := range vs {
-			if err := check("userextras", k, v); err != nil {
+			if err := check(authGroup, "userextras", k, "", v); err != nil {
 				return nil, err
 			}
 		}
 	}
-	out := &auth.User{Name: name, UID: uid, Groups: append([]string(nil), groups...), Extra: extra}
-	if name != auth.Anonymous && !contains(out.Groups, auth.GroupAuthenticated) {
+	out.Groups = append([]string(nil), groups...)
+	if name == auth.Anonymous {
+		if !contains(out.Groups, auth.GroupUnauthenticated) {
+			out.Groups = append(out.Groups, auth.GroupUnauthenticated)
+		}
+	} else if !contains(out.Groups, auth.GroupAuthenticated) {
 		out.Groups = append(out.Groups, auth.GroupAuthenticated)
 	}
+	if len(out.Extra) == 0 {
+		out.Extra = nil
+	}
 	return out, nil
+}
+
+// serviceAccountName splits system:serviceaccount:<namespace>:<name>.
+func serviceAccountName(user string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(user, "system:serviceaccount:")
+	if !ok {
+		return "", "", false
+	}
+	namespace, name, ok = strings.Cut(rest, ":")
+	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, ":")
 }
 
 // forbidden is upstream's 403 wording for a denied request.
 func forbidden(attrs auth.Attributes, reason string) error {
 	var msg string
 	if attrs.ResourceRequest {
-		msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q", attrs.User.Name, attrs.Verb, attrs.Resource, attrs.APIGroup)
+		resource := attrs.Resource
+		if attrs.Subresource != "" {
+			resource += "/" + attrs.Subresource
+		}
+		msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q", attrs.User.Name, attrs.Verb, resource, attrs.APIGroup)
 		if attrs.Namespace != "" {
 			msg += fmt.Sprintf(" in the namespace %q", attrs.Namespace)
 		} else {

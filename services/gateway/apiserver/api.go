@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/storage"
+	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/registry"
 )
@@ -23,10 +25,15 @@ import (
 type Config struct {
 	Registry *registry.Registry
 	Storage  *storage.Client
-	// Authenticators are tried in order; the first that recognizes the request's credentials wins.
-	Authenticators []auth.Authenticator
-	Authorizer     auth.Authorizer
-	Logger         *slog.Logger
+	// Authn identifies callers, reviews tokens and issues service account tokens (the
+	// authentication service); Authz decides requests, lists rules and checks RBAC escalation (the
+	// authorization service).
+	Authn *auth.Remote
+	Authz *auth.RemoteAuthorizer
+	// Admission runs the admission plugins and webhooks on writes (the admission service); nil
+	// means no admission, with the namespace lifecycle rules of creates and deletes enforced here.
+	Admission *admission.Client
+	Logger    *slog.Logger
 	// MinRequestTimeout bounds watches that name no timeoutSeconds: they end after a random
 	// duration in [MinRequestTimeout, 2*MinRequestTimeout), as upstream's --min-request-timeout.
 	MinRequestTimeout time.Duration
@@ -50,8 +57,9 @@ type API struct {
 	reg       *registry.Registry
 	codec     *codec
 	store     *storage.Client
-	authn     []auth.Authenticator
-	authz     auth.Authorizer
+	authn     *auth.Remote
+	authz     *auth.RemoteAuthorizer
+	admission *admission.Client
 	log       *slog.Logger
 	cfg       Config
 	now       func() time.Time
@@ -79,9 +87,6 @@ func New(cfg Config) *API {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Authorizer == nil {
-		cfg.Authorizer = auth.AlwaysAllow{}
-	}
 	if cfg.MinRequestTimeout <= 0 {
 		cfg.MinRequestTimeout = 30 * time.Minute
 	}
@@ -100,8 +105,9 @@ func New(cfg Config) *API {
 		reg:       cfg.Registry,
 		codec:     newCodec(cfg.Registry),
 		store:     cfg.Storage,
-		authn:     cfg.Authenticators,
-		authz:     cfg.Authorizer,
+		authn:     cfg.Authn,
+		authz:     cfg.Authz,
+		admission: cfg.Admission,
 		log:       cfg.Logger,
 		cfg:       cfg,
 		now:       cfg.Now,
@@ -113,6 +119,8 @@ func New(cfg Config) *API {
 // Install registers the API's routes: discovery, /version, and every resource URL shape.
 func (a *API) Install(r *mux.Router) {
 	r.Handle("/version", a.nonResource(a.serveVersion)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle(issuerDiscoveryPath, a.nonResource(a.serveIssuerDiscovery)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle(issuerJWKSPath, a.nonResource(a.serveIssuerJWKS)).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/api", a.nonResource(a.serveAPIVersions)).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/api/", a.nonResource(a.serveAPIVersions)).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/apis", a.nonResource(a.serveGroupList)).Methods(http.MethodGet, http.MethodHead)
@@ -138,15 +146,24 @@ func (a *API) NotFound() http.Handler {
 // access-control seams, then dispatches on the verb.
 func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
 	gv, rest := splitGroupVersion(r.URL.Path)
+	var wire schema.GroupVersion
 	if _, ok := a.reg.GroupVersion(gv); !ok {
-		a.writeError(w, r, notFoundType(gv.WithResource("")))
-		return
+		// Typed clients (kubectl's, client-go's clientsets) hard-code upstream's group names:
+		// serve those as aliases of the groups Platform renames (not listed in discovery).
+		served := schema.GroupVersion{Group: naming.Group(gv.Group), Version: gv.Version}
+		if _, ok := a.reg.GroupVersion(served); served.Group == gv.Group || !ok {
+			a.writeError(w, r, notFoundType(gv.WithResource("")))
+			return
+		}
+		wire, gv = gv, served
 	}
 	info, err := a.parseResourcePath(r, gv, rest)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
+	info.wire = wire
+	info.dryRun, _ = parseDryRun(r) // a bad value is the handlers' 400
 	r, err = a.admitRequest(r, auth.Attributes{
 		Verb: info.verb, ResourceRequest: true, APIGroup: info.res.Group, APIVersion: info.res.Version,
 		Resource: info.res.Resource, Subresource: info.subresource, Namespace: info.namespace, Name: info.name,
@@ -163,8 +180,12 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	r = r.WithContext(ctx)
-	if info.subresource == "scale" {
+	switch info.subresource {
+	case "scale":
 		a.serveScale(w, r, info)
+		return
+	case "token":
+		a.serveTokenRequest(w, r, info)
 		return
 	}
 	switch info.verb {

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -71,6 +72,9 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 			}
 			return stored, err == nil, warnings, err
 		}
+		if obj, err = a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: obj, old: cur}); err != nil {
+			return nil, false, nil, err
+		}
 		next, err := prepareUpdate(res, info.subresource, obj, cur)
 		if err != nil {
 			return nil, false, nil, err
@@ -79,7 +83,10 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 		if err := validateObjectMeta(res, mustMeta(next)); err != nil {
 			return nil, false, nil, err
 		}
-		if err := validateKind(res, next, cur); err != nil {
+		if err := a.admitWrite(ctx, res, next, cur); err != nil {
+			return nil, false, nil, err
+		}
+		if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: next, old: cur}); err != nil {
 			return nil, false, nil, err
 		}
 		stored, err := a.commitUpdate(ctx, res, next, cur, dry)
@@ -105,10 +112,13 @@ func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation)
 		return nil, nil, apierrors.NewBadRequest("the apply body must be an object")
 	}
 	u := &unstructured.Unstructured{Object: content}
-	if u.GetAPIVersion() != res.GroupVersion().String() || u.GetKind() != res.Kind {
+	bodyGV, _ := schema.ParseGroupVersion(u.GetAPIVersion())
+	if !sameGroup(bodyGV, res.GroupVersion()) || u.GetKind() != res.Kind {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the apply body must have apiVersion %q and kind %q, not %q and %q",
 			res.GroupVersion().String(), res.Kind, u.GetAPIVersion(), u.GetKind()))
 	}
+	// An apply under upstream's group name continues under the served one.
+	u.SetAPIVersion(res.GroupVersion().String())
 	if u.GetName() != info.name {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), info.name))
 	}

@@ -76,19 +76,22 @@ func readBody(r *http.Request) ([]byte, error) {
 // decodeBody decodes a request body into a new object of res's kind. Unknown and duplicate fields
 // are handled at level v: dropped, returned as warnings, or a 400 listing all of them. Wrong
 // types and malformed documents are a 400 at every level.
-func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValidation) (runtime.Object, []string, error) {
+//
+// bodyGV is the group version the body named (upstream's name of the group, when a typed client
+// sent it), for answering in it.
+func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValidation) (obj runtime.Object, warnings []string, bodyGV schema.GroupVersion, err error) {
 	data, err := readBody(r)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, bodyGV, err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil, apierrors.NewBadRequest("the request body is empty")
+		return nil, nil, bodyGV, apierrors.NewBadRequest("the request body is empty")
 	}
 	mediaType := mediaJSON
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil {
-			return nil, nil, unsupportedMediaType(ct, mediaJSON, mediaYAML, mediaProtobuf)
+			return nil, nil, bodyGV, unsupportedMediaType(ct, mediaJSON, mediaYAML, mediaProtobuf)
 		}
 		mediaType = mt
 	}
@@ -101,32 +104,33 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 		strict, err = decodeJSON(data, into, true)
 	case mediaProtobuf, mediaUpstreamProtobuf:
 		if isCustom(res) {
-			return nil, nil, unsupportedMediaType(mediaType, mediaJSON, mediaYAML)
+			return nil, nil, bodyGV, unsupportedMediaType(mediaType, mediaJSON, mediaYAML)
 		}
 		err = c.decodeProtobuf(data, into)
 	default:
-		return nil, nil, unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
+		return nil, nil, bodyGV, unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
 	}
 	if err != nil {
-		return nil, nil, apierrors.NewBadRequest(err.Error())
+		return nil, nil, bodyGV, apierrors.NewBadRequest(err.Error())
 	}
+	bodyGV = into.GetObjectKind().GroupVersionKind().GroupVersion()
 	if err := checkKind(into, res); err != nil {
-		return nil, nil, err
+		return nil, nil, bodyGV, err
 	}
 	if u, ok := into.(*unstructured.Unstructured); ok && isCustom(res) {
 		unknown, err := normalizeCustom(res, u)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, bodyGV, err
 		}
 		strict = append(strict, unknown...)
 	}
 	if len(strict) > 0 && v == validationStrict {
-		return nil, nil, strictDecodingError(res, strict)
+		return nil, nil, bodyGV, strictDecodingError(res, strict)
 	}
 	if v == validationIgnore {
 		strict = nil
 	}
-	return into, strict, nil
+	return into, strict, bodyGV, nil
 }
 
 // decodeJSON decodes a JSON (or YAML) document into a typed object and returns the unknown and
@@ -190,14 +194,15 @@ func (c *codec) decodeProtobuf(data []byte, into runtime.Object) error {
 }
 
 // checkKind makes sure the body is the resource's kind; a body without kind and apiVersion takes
-// them from the URL, as upstream's decoder defaults them.
+// them from the URL, as upstream's decoder defaults them. A body may name the group under
+// upstream's name (typed clients do); the object continues under the served one.
 func checkKind(obj runtime.Object, res *registry.Resource) error {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	want := res.GroupVersionKind()
 	if gvk.Kind != "" && gvk.Kind != want.Kind {
 		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", gvk.Kind, want.Kind))
 	}
-	if gv := gvk.GroupVersion(); (gv.Group != "" || gv.Version != "") && gv != want.GroupVersion() {
+	if gv := gvk.GroupVersion(); (gv.Group != "" || gv.Version != "") && !sameGroup(gv, want.GroupVersion()) {
 		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", gv.String(), want.GroupVersion().String()))
 	}
 	obj.GetObjectKind().SetGroupVersionKind(want)

@@ -115,6 +115,13 @@ func TestInitialNamespaces(t *testing.T) {
 		}
 		do(t, e, "DELETE", "/api/v1/namespaces/"+ns, nil).status(t, http.StatusForbidden, "Forbidden")
 	}
+	// And the system priority classes, as upstream's.
+	for name, value := range map[string]float64{"system-node-critical": 2000001000, "system-cluster-critical": 2000000000} {
+		got := must(t, do(t, e, "GET", "/apis/scheduling.platform.io/v1/priorityclasses/"+name, nil), http.StatusOK)
+		if got["value"] != value || path(got, "preemptionPolicy") != "PreemptLowerPriority" {
+			t.Errorf("priority class %s: %v", name, got)
+		}
+	}
 }
 
 // Upstream's defaults are applied to stored objects (the spec's v1 migration table lists some:

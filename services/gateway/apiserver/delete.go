@@ -167,7 +167,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 // the namespace controller removes it once it is empty. deleted reports whether it is gone.
 func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	isNamespace := res.Group == "" && res.Resource == "namespaces"
-	if isNamespace && protectedNamespaces[name] {
+	if isNamespace && protectedNamespaces[name] && a.admission == nil {
 		return nil, false, apierrors.NewForbidden(res.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
 	}
 	dry := len(opts.DryRun) > 0
@@ -185,6 +185,14 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 			if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
 				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
 					fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+			}
+		}
+		if attempt == 0 {
+			// Admission sees the object being deleted (as the old object): as upstream, both
+			// phases run (a mutating plugin or webhook may reject a delete; it has nothing to
+			// change).
+			if err := a.admitDelete(ctx, admissionAttempt{res: res, op: admissionDelete, old: cur, options: deleteOptionsForAdmission(opts)}); err != nil {
+				return nil, false, err
 			}
 		}
 		next := cur.DeepCopyObject()

@@ -100,13 +100,15 @@ func (a *API) serveResourceList(w http.ResponseWriter, r *http.Request) {
 			subs = append(append([]string(nil), subs...), "finalize")
 		}
 		for _, sub := range subs {
-			verbs := metav1.Verbs{"get", "patch", "update"}
-			if sub == "finalize" {
-				verbs = metav1.Verbs{"update"}
-			}
-			entry := metav1.APIResource{Name: res.Resource + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: verbs}
-			if sub == "scale" {
+			entry := metav1.APIResource{Name: res.Resource + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: metav1.Verbs{"get", "patch", "update"}}
+			switch sub {
+			case "finalize":
+				entry.Verbs = metav1.Verbs{"update"}
+			case "scale":
 				entry.Group, entry.Version, entry.Kind = registry.ScaleGroupVersionKind.Group, registry.ScaleGroupVersionKind.Version, registry.ScaleGroupVersionKind.Kind
+			case "token":
+				entry.Verbs = metav1.Verbs{"create"}
+				entry.Group, entry.Version, entry.Kind = registry.TokenRequestGroupVersionKind.Group, registry.TokenRequestGroupVersionKind.Version, registry.TokenRequestGroupVersionKind.Kind
 			}
 			list.APIResources = append(list.APIResources, entry)
 		}

@@ -87,6 +87,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.ErrorContext(r.Context(), "request failed", append(requestAttrs(r.Context()), "method", r.Method, "path", r.URL.Path, "code", s.Code, "reason", s.Reason, "message", s.Message)...)
 	}
 	body, _ := a.codec.encode(s, output{format: formatJSON, pretty: prettyRequested(r)})
+	writeWarnings(w, r)
 	w.Header().Set("Content-Type", mediaJSON)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(int(s.Code))

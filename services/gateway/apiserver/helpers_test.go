@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	authnserver "platform.io/services/authn/server"
 	"platform.io/services/gateway/gatewaytest"
 	"platform.io/services/gateway/server"
 	storageserver "platform.io/services/storage/server"
@@ -120,3 +121,5 @@ func configMap(name string, data map[string]string) map[string]any {
 
 type gatewayConfig = server.Config
 type storageConfig = storageserver.Config
+
+type authnConfig = authnserver.Config

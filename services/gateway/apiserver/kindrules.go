@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	webhookvalidation "platform.io/libs/admissionregistration/validation"
 	"platform.io/services/gateway/crd"
 	"platform.io/services/gateway/registry"
 )
@@ -22,10 +24,18 @@ func validateKind(res *registry.Resource, obj, old runtime.Object) error {
 	case *apiextensionsv1.CustomResourceDefinition:
 		prev, _ := old.(*apiextensionsv1.CustomResourceDefinition)
 		errs = crd.Validate(o, prev)
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		prev, _ := old.(*admissionregistrationv1.MutatingWebhookConfiguration)
+		errs = webhookvalidation.ValidateMutatingWebhookConfiguration(o, prev)
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		prev, _ := old.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+		errs = webhookvalidation.ValidateValidatingWebhookConfiguration(o, prev)
 	case *unstructured.Unstructured:
 		if isCustom(res) {
 			errs = validateCustom(res, o, old)
 		}
+	default:
+		errs = validateRBAC(obj, old)
 	}
 	if len(errs) == 0 {
 		return nil

@@ -44,6 +44,12 @@ func WithAuditID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, auditIDKey{}, id)
 }
 
+// auditIDFrom returns the request's Audit-Id ("" when none).
+func auditIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(auditIDKey{}).(string)
+	return id
+}
+
 // requestAttrs are the attributes every log line about a request carries.
 func requestAttrs(ctx context.Context) []any {
 	var attrs []any

@@ -3,11 +3,11 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -108,11 +108,11 @@ func copyNamespaceFinalizers(dst, src runtime.Object) {
 	}
 }
 
-// EnsureNamespaces creates the namespaces that exist from the start: default, platform-system
-// and platform-public.
+// EnsureNamespaces creates the namespaces that exist from the start: default, platform-system,
+// platform-public and the node lease namespace.
 func (a *API) EnsureNamespaces(ctx context.Context) error {
 	res := a.namespaces()
-	for _, name := range []string{metav1.NamespaceDefault, naming.SystemNamespace, naming.PublicNamespace} {
+	for _, name := range []string{metav1.NamespaceDefault, naming.SystemNamespace, naming.PublicNamespace, naming.NodeLeaseNamespace} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		ns.Status.Phase = corev1.NamespaceActive
 		ns.Spec.Finalizers = []corev1.FinalizerName{namespaceFinalizer}
@@ -122,69 +122,6 @@ func (a *API) EnsureNamespaces(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// RunNamespaceController removes terminating namespaces once everything in them is gone: it
-// deletes every namespaced object in each terminating namespace (objects with finalizers wait for
-// them), then drops the namespace's own finalizer and removes it. It runs until ctx ends.
-func (a *API) RunNamespaceController(ctx context.Context) {
-	res := a.namespaces()
-	for ctx.Err() == nil {
-		if err := a.namespaceControllerPass(ctx, res); err != nil && ctx.Err() == nil {
-			a.log.WarnContext(ctx, "namespace controller", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// namespaceControllerPass finalizes the namespaces terminating now, then follows the watch until
-// it ends, finalizing each namespace that starts terminating.
-func (a *API) namespaceControllerPass(ctx context.Context, res *registry.Resource) error {
-	stream, err := a.store.Watch(ctx, &storagev1.WatchRequest{Type: storageType(res), AllowBookmarks: true, BookmarkIntervalMs: 1000})
-	if err != nil {
-		return err
-	}
-	pending := map[string]bool{}
-	events, errc := receive(ctx, stream)
-	retry := time.NewTicker(time.Second)
-	defer retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-errc:
-			return err
-		case evs := <-events:
-			for _, ev := range evs {
-				if ev.Object == nil || ev.Type == storagev1.EventType_DELETED {
-					if ev.Object != nil {
-						delete(pending, ev.Object.Name)
-					}
-					continue
-				}
-				obj, err := a.fromStored(res, ev.Object)
-				if err != nil {
-					continue
-				}
-				if obj.(*corev1.Namespace).DeletionTimestamp != nil {
-					pending[ev.Object.Name] = true
-				}
-			}
-		case <-retry.C:
-		}
-		for name := range pending {
-			done, err := a.finalizeNamespace(ctx, name)
-			if err != nil {
-				a.log.InfoContext(ctx, "finalizing namespace", "namespace", name, "error", err)
-			}
-			if done {
-				delete(pending, name)
-			}
-		}
-	}
 }
 
 // receive turns a storage watch into channels for a controller's select loop: batches of
@@ -211,75 +148,30 @@ func receive(ctx context.Context, stream interface {
 	return events, errc
 }
 
-// finalizeNamespace deletes the content of a terminating namespace; once none is left it removes
-// the namespace. done reports that nothing more is to be done for it.
-func (a *API) finalizeNamespace(ctx context.Context, name string) (bool, error) {
-	remaining := 0
-	seen := map[schema.GroupResource]bool{}
-	for _, res := range a.reg.Resources() {
-		if !res.Namespaced || res.Virtual {
-			continue
-		}
-		// The versions of a custom resource share one collection.
-		if seen[res.GroupResource()] {
-			continue
-		}
-		seen[res.GroupResource()] = true
-		resp, err := a.store.List(ctx, &storagev1.ListRequest{Type: storageType(res), Namespace: name})
-		if err != nil {
-			return false, err
-		}
-		for _, o := range resp.Items {
-			remaining++
-			_, _, err := a.deleteObject(ctx, res, name, o.Name, &metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return false, err
-			}
-		}
-	}
-	if remaining > 0 {
-		// Deleted or marked; the next pass confirms the namespace is empty.
-		return false, nil
-	}
-	nsRes := a.namespaces()
-	obj, err := a.getCurrent(ctx, nsRes, "", name)
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	ns := obj.(*corev1.Namespace)
-	if ns.DeletionTimestamp == nil {
-		return true, nil
-	}
-	rv, _ := strconv.ParseInt(ns.ResourceVersion, 10, 64)
-	if hasFinalizer(ns.Spec.Finalizers, namespaceFinalizer) || len(ns.Spec.Finalizers) > 0 || len(ns.Finalizers) > 0 {
-		if !hasFinalizer(ns.Spec.Finalizers, namespaceFinalizer) {
-			// Other actors' finalizers still hold it; the next pass looks again.
-			return false, nil
-		}
-		next := ns.DeepCopy()
-		next.Spec.Finalizers = removeFinalizer(next.Spec.Finalizers, namespaceFinalizer)
-		if len(next.Spec.Finalizers) > 0 || len(next.Finalizers) > 0 {
-			_, err := a.commitUpdate(ctx, nsRes, next, ns, false)
-			return false, err
-		}
-	}
-	_, err = a.store.Delete(ctx, &storagev1.DeleteRequest{Type: storageType(nsRes), Name: name, Preconditions: &storagev1.Preconditions{ResourceVersion: rv}})
-	if err != nil {
-		return false, fromStorage(err, nsRes.GroupResource(), name)
-	}
-	a.nsCache.forget(name)
-	return true, nil
+// systemPriorityClasses are the priority classes that exist from the start, as upstream's
+// (values and descriptions are upstream's).
+var systemPriorityClasses = []schedulingv1.PriorityClass{
+	{ObjectMeta: metav1.ObjectMeta{Name: "system-node-critical"}, Value: 2000001000,
+		Description: "Used for system critical pods that must not be moved from their current node."},
+	{ObjectMeta: metav1.ObjectMeta{Name: "system-cluster-critical"}, Value: 2000000000,
+		Description: "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary."},
 }
 
-func removeFinalizer(list []corev1.FinalizerName, f corev1.FinalizerName) []corev1.FinalizerName {
-	out := list[:0]
-	for _, x := range list {
-		if x != f {
-			out = append(out, x)
+// EnsurePriorityClasses creates the system priority classes when they are missing (upstream's
+// post-start hook scheduling/bootstrap-system-priority-classes); existing ones are left alone.
+func (a *API) EnsurePriorityClasses(ctx context.Context) error {
+	res, ok := a.reg.Resource(schema.GroupVersionResource{Group: naming.Group("scheduling.k8s.io"), Version: "v1", Resource: "priorityclasses"})
+	if !ok {
+		return nil // the group is turned off (--runtime-config)
+	}
+	for i := range systemPriorityClasses {
+		pc := systemPriorityClasses[i].DeepCopy()
+		pc.SetGroupVersionKind(res.GroupVersionKind())
+		applyDefaults(res, pc)
+		_, err := a.createObject(ctx, res, &writeRequest{obj: pc, meta: pc, manager: "scheduling-bootstrap"})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating priority class %s: %w", pc.Name, err)
 		}
 	}
-	return out
+	return nil
 }

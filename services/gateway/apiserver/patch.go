@@ -82,7 +82,7 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 			a.writeError(w, r, err)
 			return
 		}
-		addWarnings(w, warnings)
+		warn(r, warnings)
 		code := http.StatusOK
 		if created {
 			code = http.StatusCreated
@@ -106,7 +106,7 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, err)
 		return
 	}
-	addWarnings(w, warnings)
+	warn(r, warnings)
 	a.writeObject(w, r, http.StatusOK, info.res, obj, out)
 }
 
@@ -237,6 +237,9 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 		if err := checkRequired(res, obj); err != nil {
 			return nil, nil, err
 		}
+		if obj, err = a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: obj, old: cur}); err != nil {
+			return nil, nil, err
+		}
 		next, err := prepareUpdate(res, info.subresource, obj, cur)
 		if err != nil {
 			return nil, nil, err
@@ -247,7 +250,10 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 		if err := validateObjectMeta(res, mustMeta(next)); err != nil {
 			return nil, nil, err
 		}
-		if err := validateKind(res, next, cur); err != nil {
+		if err := a.admitWrite(ctx, res, next, cur); err != nil {
+			return nil, nil, err
+		}
+		if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: next, old: cur}); err != nil {
 			return nil, nil, err
 		}
 		stored, err := a.commitUpdate(ctx, res, next, cur, dry)

@@ -32,7 +32,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), info.name))
 		return
 	}
-	if out.format == formatJSON && !out.pretty {
+	if out.format == formatJSON && !out.pretty && info.wire.Empty() {
 		body, err := a.storedJSON(info.res, resp.Object)
 		if err != nil {
 			a.writeError(w, r, apierrors.NewInternalError(err))
@@ -120,7 +120,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, err)
 		return
 	}
-	if out.format == formatJSON && !out.pretty {
+	if out.format == formatJSON && !out.pretty && info.wire.Empty() {
 		// The common case: items from the JSON cache, no typed list built.
 		encoded := make([][]byte, len(resp.Items))
 		for i, o := range resp.Items {
@@ -129,7 +129,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 				return
 			}
 		}
-		body, err := encodeJSONList(info.res, encoded, lm)
+		body, err := encodeJSONList(info.res.ListKind, info.res.GroupVersion(), encoded, lm)
 		if err != nil {
 			a.writeError(w, r, apierrors.NewInternalError(err))
 			return

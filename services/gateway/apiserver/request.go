@@ -7,7 +7,10 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/libs/naming"
 
 	"platform.io/services/gateway/registry"
 )
@@ -19,6 +22,56 @@ type requestInfo struct {
 	name        string
 	subresource string
 	verb        string
+	// wire is the group version the client addressed when it used upstream's name of a group
+	// Platform serves under its own name (rbac.authorization.k8s.io for
+	// rbac.authorization.platform.io): objects are read from and written to the client in it.
+	// Zero when the client used Platform's name.
+	wire schema.GroupVersion
+	// dryRun is the request's dryRun=All (admission is told).
+	dryRun bool
+	// warnings are admission's warnings for the client (Warning headers, on success and on
+	// failure); auditAnnotations are its annotations for the audit record.
+	warnings         []string
+	auditAnnotations map[string]string
+}
+
+// addAdmissionNotes records an admission answer's warnings and audit annotations.
+func (info *requestInfo) addAdmissionNotes(warnings []string, annotations map[string]string) {
+	for _, w := range warnings {
+		if !contains(info.warnings, w) {
+			info.warnings = append(info.warnings, w)
+		}
+	}
+	for k, v := range annotations {
+		if info.auditAnnotations == nil {
+			info.auditAnnotations = map[string]string{}
+		}
+		info.auditAnnotations[k] = v
+	}
+}
+
+// outGVK is the kind an object of res leaves in: the client's group when it addressed the
+// upstream name, the served one otherwise.
+func (info *requestInfo) outGVK(gvk schema.GroupVersionKind) schema.GroupVersionKind {
+	if info == nil || info.wire.Empty() || gvk.GroupVersion() != info.res.GroupVersion() {
+		return gvk
+	}
+	return info.wire.WithKind(gvk.Kind)
+}
+
+// toWire sets obj's kind to the one it leaves in (see outGVK).
+func (info *requestInfo) toWire(obj runtime.Object) {
+	if info == nil || info.wire.Empty() || obj == nil {
+		return
+	}
+	ok := obj.GetObjectKind()
+	ok.SetGroupVersionKind(info.outGVK(ok.GroupVersionKind()))
+}
+
+// sameGroup tells whether a group version named by a client (in a URL or a body's apiVersion)
+// is want under either name: Platform's, or upstream's for the groups Platform renames.
+func sameGroup(gv, want schema.GroupVersion) bool {
+	return gv.Version == want.Version && (gv.Group == want.Group || naming.Group(gv.Group) == want.Group)
 }
 
 // namespaceSubresources are the subresources of namespaces; a path namespaces/<ns>/<x> names a
@@ -91,6 +144,9 @@ func verbFor(r *http.Request, info *requestInfo) (string, error) {
 		}
 		return "list", nil
 	case http.MethodPost:
+		if item && info.subresource == "token" {
+			return "create", nil
+		}
 		if item && !info.res.Virtual {
 			return "", apierrors.NewMethodNotSupported(info.res.GroupResource(), "create on an item")
 		}
@@ -135,6 +191,12 @@ func notFoundType(gvr schema.GroupVersionResource) error {
 }
 
 type requestInfoKey struct{}
+
+// requestInfoFrom returns the request's address and verb, if the handler set them.
+func requestInfoFrom(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
 
 func withRequestInfo(ctx context.Context, info *requestInfo) context.Context {
 	return context.WithValue(ctx, requestInfoKey{}, info)

@@ -27,6 +27,10 @@ var optionalWithoutOmitempty = map[string]bool{
 	"Event.reportingInstance":     true,
 	"ContainerImage.names":        true,
 	"StatefulSetSpec.serviceName": true,
+	// The API server's audiences are the default.
+	"TokenRequestSpec.audiences":         true,
+	"TokenRequestSpec.expirationSeconds": true,
+	"TokenRequestSpec.boundObjectRef":    true,
 }
 
 // requiredField is one required field of a struct type.

@@ -10,12 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/services/gateway/registry"
 )
 
 // writeBody writes an encoded body with its content type.
 func writeBody(w http.ResponseWriter, r *http.Request, code int, mediaType string, body []byte) {
+	writeWarnings(w, r)
 	w.Header().Set("Content-Type", mediaType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -27,6 +29,7 @@ func writeBody(w http.ResponseWriter, r *http.Request, code int, mediaType strin
 
 // writeObject answers with one object in the negotiated representation.
 func (a *API) writeObject(w http.ResponseWriter, r *http.Request, code int, res *registry.Resource, obj runtime.Object, out output) {
+	requestInfoFrom(r.Context()).toWire(obj)
 	if out.format == formatTable {
 		table, err := a.table(res, []runtime.Object{obj}, out, r)
 		if err != nil {
@@ -47,6 +50,13 @@ func (a *API) writeObject(w http.ResponseWriter, r *http.Request, code int, res 
 func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Resource, items []runtime.Object, lm metav1.ListMeta, out output) {
 	var body []byte
 	var err error
+	info := requestInfoFrom(r.Context())
+	if info != nil && !info.wire.Empty() {
+		for _, item := range items {
+			info.toWire(item)
+		}
+	}
+	listGV := info.outGVK(res.GroupVersion().WithKind(res.ListKind)).GroupVersion()
 	switch out.format {
 	case formatTable:
 		var table *metav1.Table
@@ -64,7 +74,7 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 				}
 			}
 			if err == nil {
-				body, err = encodeJSONList(res, encoded, lm)
+				body, err = encodeJSONList(res.ListKind, listGV, encoded, lm)
 			}
 			break
 		}
@@ -73,6 +83,7 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 		var list runtime.Object
 		list, err = a.typedList(res, items, lm)
 		if err == nil {
+			list.GetObjectKind().SetGroupVersionKind(listGV.WithKind(res.ListKind))
 			body, err = a.codec.encode(list, out)
 		}
 	}
@@ -110,7 +121,7 @@ func (a *API) typedList(res *registry.Resource, items []runtime.Object, lm metav
 // encodeJSONList writes a JSON list from its items' encodings, without building the typed
 // list: the same document encoding/json would produce for it, with less copying for large
 // collections.
-func encodeJSONList(res *registry.Resource, items [][]byte, lm metav1.ListMeta) ([]byte, error) {
+func encodeJSONList(listKind string, gv schema.GroupVersion, items [][]byte, lm metav1.ListMeta) ([]byte, error) {
 	size := 256
 	for _, it := range items {
 		size += len(it) + 1
@@ -118,9 +129,9 @@ func encodeJSONList(res *registry.Resource, items [][]byte, lm metav1.ListMeta) 
 	var buf bytes.Buffer
 	buf.Grow(size)
 	buf.WriteString(`{"kind":`)
-	writeJSONString(&buf, res.ListKind)
+	writeJSONString(&buf, listKind)
 	buf.WriteString(`,"apiVersion":`)
-	writeJSONString(&buf, res.GroupVersion().String())
+	writeJSONString(&buf, gv.String())
 	buf.WriteString(`,"metadata":`)
 	m, err := json.Marshal(&lm)
 	if err != nil {

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -221,6 +222,12 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 		if pinned {
 			return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
 		}
+		mutated, err := a.admissionMutate(ctx, admissionAttempt{res: info.res, op: admissionUpdate, sub: "scale", obj: want, old: curScale,
+			kind: registry.ScaleGroupVersionKind, decode: decodeAdmittedScale})
+		if err != nil {
+			return nil, err
+		}
+		want = mutated.(*autoscalingv1.Scale)
 		next := cur.DeepCopyObject()
 		if err := setReplicas(info.res, next, want.Spec.Replicas); err != nil {
 			return nil, apierrors.NewInternalError(err)
@@ -229,7 +236,14 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 		if err != nil {
 			return nil, err
 		}
-		if err := validateKind(info.res, next, cur); err != nil {
+		if err := a.admitWrite(ctx, info.res, next, cur); err != nil {
+			return nil, err
+		}
+		nextScale, err := scaleOf(info.res, next)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.admissionValidate(ctx, admissionAttempt{res: info.res, op: admissionUpdate, sub: "scale", obj: nextScale, old: curScale, kind: registry.ScaleGroupVersionKind}); err != nil {
 			return nil, err
 		}
 		if next, err = a.trackUpdate(info.res, "", cur, next, manager); err != nil {
@@ -245,6 +259,18 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 		return scaleOf(info.res, stored)
 	}
 	return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+}
+
+// decodeAdmittedScale reads the Scale mutating admission returned.
+func decodeAdmittedScale(data []byte) (runtime.Object, error) {
+	s := &autoscalingv1.Scale{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, apierrors.NewInternalError(errors.New("the Scale admission returned does not decode: " + err.Error()))
+	}
+	if s.Spec.Replicas < 0 {
+		return nil, apierrors.NewInternalError(errors.New("admission set spec.replicas of the Scale below 0"))
+	}
+	return s, nil
 }
 
 // requestedScale is the Scale the request asks for: the PUT body, or the patch applied to the

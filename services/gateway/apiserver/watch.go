@@ -228,6 +228,7 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 		}
 		mustMeta(obj).SetResourceVersion(rv)
 	}
+	e.info.toWire(obj)
 	if e.out.format == formatTable {
 		var table *metav1.Table
 		var err error
@@ -297,7 +298,9 @@ func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
 // hubEligible tells whether a watch can be served by its type's shared hub: it starts at an
 // exact resourceVersion (no initial state), selects by namespace at most, and wants plain JSON.
 func (a *API) hubEligible(info *requestInfo, req *storagev1.WatchRequest, out output) (*watchHub, int64, bool) {
-	if a.cfg.DisableWatchHub || (out.format != formatJSON && out.format != formatProtobuf) || out.pretty || req.SendInitialEvents ||
+	// The hub encodes each event once for every watcher, in the served group: a client that
+	// addressed upstream's group name gets its own watch.
+	if a.cfg.DisableWatchHub || !info.wire.Empty() || (out.format != formatJSON && out.format != formatProtobuf) || out.pretty || req.SendInitialEvents ||
 		req.LabelSelector != "" || req.FieldSelector != "" {
 		return nil, 0, false
 	}

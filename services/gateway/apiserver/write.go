@@ -11,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/libs/storage"
+	"platform.io/libs/warning"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
 )
@@ -41,9 +43,26 @@ func parseDryRun(r *http.Request) (bool, error) {
 	return dry, nil
 }
 
-// addWarnings sets one Warning header per message (RFC 7234 code 299, as upstream).
-func addWarnings(w http.ResponseWriter, msgs []string) {
-	for _, m := range msgs {
+// warn records warnings of the request's decoding (unknown or duplicate fields) for the
+// response. They go before admission's, which came later in the request (upstream records each
+// when it happens); every Warning header is written with the response (writeBody, writeError).
+func warn(r *http.Request, msgs []string) {
+	if len(msgs) == 0 {
+		return
+	}
+	if info := requestInfoFrom(r.Context()); info != nil {
+		info.warnings = append(append([]string(nil), msgs...), info.warnings...)
+	}
+}
+
+// writeWarnings sets one Warning header per message (RFC 7234 code 299, as upstream), within
+// the spec's size limits.
+func writeWarnings(w http.ResponseWriter, r *http.Request) {
+	info := requestInfoFrom(r.Context())
+	if info == nil {
+		return
+	}
+	for _, m := range warning.Limit(info.warnings) {
 		w.Header().Add("Warning", "299 - "+strconv.Quote(m))
 	}
 }
@@ -59,6 +78,8 @@ type writeRequest struct {
 	// already recorded ownership.
 	manager string
 	tracked bool
+	// bodyGV is the group version the body named.
+	bodyGV schema.GroupVersion
 }
 
 // readWrite negotiates the response and decodes and checks the body of a create or update.
@@ -75,7 +96,7 @@ func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, erro
 	if err != nil {
 		return nil, err
 	}
-	obj, warnings, err := a.codec.decodeBody(r, info.res, fv)
+	obj, warnings, bodyGV, err := a.codec.decodeBody(r, info.res, fv)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +122,7 @@ func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, erro
 	if err != nil {
 		return nil, err
 	}
-	return &writeRequest{out: out, dryRun: dry, obj: obj, meta: m, warnings: warnings, manager: manager}, nil
+	return &writeRequest{out: out, dryRun: dry, obj: obj, meta: m, warnings: warnings, manager: manager, bodyGV: bodyGV}, nil
 }
 
 // create serves POST on a collection.
@@ -124,7 +145,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 		a.writeError(w, r, err)
 		return
 	}
-	addWarnings(w, wr.warnings)
+	warn(r, wr.warnings)
 	a.writeObject(w, r, http.StatusCreated, info.res, obj, wr.out)
 }
 
@@ -134,11 +155,20 @@ func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writ
 	if a.crdTerminating(res) {
 		return nil, newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "create not allowed while custom resource definition is terminating")
 	}
+	// Mutating admission sees the object as the client sent it (or as apply made it), before the
+	// server sets the system fields.
+	admitted, err := a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionCreate, obj: wr.obj})
+	if err != nil {
+		return nil, err
+	}
+	if admitted != wr.obj {
+		wr.obj, wr.meta = admitted, mustMeta(admitted)
+	}
 	generated := wr.meta.GetName() == "" && wr.meta.GetGenerateName() != ""
 	if err := validateObjectMeta(res, wr.meta); err != nil {
 		return nil, err
 	}
-	if err := validateKind(res, wr.obj, nil); err != nil {
+	if err := a.admitWrite(ctx, res, wr.obj, nil); err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -152,8 +182,17 @@ func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writ
 			}
 			wr.obj, wr.meta, wr.tracked = tracked, mustMeta(tracked), true
 		}
-		if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
-			return nil, err
+		if attempt == 0 {
+			// Validating admission sees the object about to be stored (the namespace lifecycle
+			// plugins refuse creates in missing and terminating namespaces).
+			if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionCreate, obj: wr.obj}); err != nil {
+				return nil, err
+			}
+		}
+		if a.admission == nil {
+			if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
+				return nil, err
+			}
 		}
 		if wr.dryRun {
 			return wr.obj, nil
@@ -192,7 +231,7 @@ func (a *API) update(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 		a.writeError(w, r, err)
 		return
 	}
-	addWarnings(w, wr.warnings)
+	warn(r, wr.warnings)
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
@@ -234,6 +273,9 @@ func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequ
 		if attempt > 0 {
 			candidate = wr.obj.DeepCopyObject()
 		}
+		if candidate, err = a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: candidate, old: cur}); err != nil {
+			return nil, false, err
+		}
 		next, err := prepareUpdate(res, info.subresource, candidate, cur)
 		if err != nil {
 			return nil, false, err
@@ -245,7 +287,10 @@ func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequ
 		if err := validateObjectMeta(res, nextMeta); err != nil {
 			return nil, false, err
 		}
-		if err := validateKind(res, next, cur); err != nil {
+		if err := a.admitWrite(ctx, res, next, cur); err != nil {
+			return nil, false, err
+		}
+		if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: next, old: cur}); err != nil {
 			return nil, false, err
 		}
 		obj, err := a.commitUpdate(ctx, res, next, cur, wr.dryRun)

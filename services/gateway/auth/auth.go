@@ -5,7 +5,6 @@ package auth
 
 import (
 	"context"
-	"net/http"
 )
 
 // Well-known users and groups.
@@ -22,12 +21,6 @@ type User struct {
 	UID    string
 	Groups []string
 	Extra  map[string][]string
-}
-
-// Authenticator identifies the caller of a request. ok is false when the request carries no
-// credentials this authenticator understands; err is set when it carries bad ones.
-type Authenticator interface {
-	AuthenticateRequest(r *http.Request) (u *User, ok bool, err error)
 }
 
 // Attributes describe a request for an authorization decision.
@@ -54,15 +47,6 @@ const (
 // Authorizer decides whether a request may proceed.
 type Authorizer interface {
 	Authorize(ctx context.Context, a Attributes) (Decision, string, error)
-}
-
-// AlwaysAllow is the authorizer used until the authorization service exists: every
-// authenticated request may proceed.
-type AlwaysAllow struct{}
-
-// Authorize allows everything.
-func (AlwaysAllow) Authorize(context.Context, Attributes) (Decision, string, error) {
-	return DecisionAllow, "", nil
 }
 
 type userKey struct{}

@@ -40,6 +40,16 @@ func Apply(obj runtime.Object) {
 		service(o)
 	case *corev1.Secret:
 		def(&o.Type, corev1.SecretTypeOpaque)
+		// stringData is write-only: merged into data (winning over it), as upstream's strategy does.
+		if len(o.StringData) > 0 {
+			if o.Data == nil {
+				o.Data = make(map[string][]byte, len(o.StringData))
+			}
+			for k, v := range o.StringData {
+				o.Data[k] = []byte(v)
+			}
+		}
+		o.StringData = nil
 	case *corev1.Namespace:
 		namespace(o)
 	case *corev1.PersistentVolume:

@@ -252,6 +252,8 @@ func TestApplyDefaults(t *testing.T) {
 	}{
 		// core/v1
 		{"Secret", &corev1.Secret{}, &corev1.Secret{Type: corev1.SecretTypeOpaque}},
+		{"Secret stringData merged into data", &corev1.Secret{Data: map[string][]byte{"a": []byte("old"), "b": []byte("kept")}, StringData: map[string]string{"a": "new", "c": "added"}},
+			&corev1.Secret{Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"a": []byte("new"), "b": []byte("kept"), "c": []byte("added")}}},
 		{"Service ClusterIP", &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}, {Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromString("dns")}}}},
 			&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, SessionAffinity: corev1.ServiceAffinityNone,
 				InternalTrafficPolicy: ptr(corev1.ServiceInternalTrafficPolicyCluster),

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,6 +135,12 @@ func New(reg *registry.Registry) (*Handler, error) {
 						return nil, err
 					}
 					roots = append(roots, pb.scaleKind)
+				}
+				if res.HasSubresource("token") {
+					if pb.tokenKind, err = b.ref(reflect.TypeOf(&authenticationv1.TokenRequest{})); err != nil {
+						return nil, err
+					}
+					roots = append(roots, pb.tokenKind)
 				}
 				pb.addResource(res, kind, list)
 			}

@@ -112,8 +112,9 @@ type pathsBuilder struct {
 	ident  string // CoreV1, AppsV1, RbacAuthorizationV1: the operationId infix
 	tag    string // core_v1, apps_v1, rbacAuthorization_v1
 	paths  obj
-	// scaleKind is the schema name of autoscaling/v1 Scale, for scale subresources.
-	scaleKind string
+	// scaleKind is the schema name of autoscaling/v1 Scale, for scale subresources; tokenKind
+	// that of TokenRequest, for the token subresource of service accounts.
+	scaleKind, tokenKind string
 }
 
 // camel joins the dot- and dash-separated words of s, each capitalized.
@@ -244,6 +245,17 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 	}
 	for _, sub := range res.Subresources {
 		p := pb.pathItem(item+"/"+sub, itemParams...)
+		if sub == "token" {
+			// A TokenRequest is posted and answered; nothing else is served there.
+			op := pb.operation(id("create", "Token"), "post", res, writeParams)
+			for _, c := range []string{"200", "201", "202"} {
+				respond(op, c, response(statusText[c], pb.tokenKind, objectTypes...))
+			}
+			op["requestBody"] = obj{"required": true, "content": body(pb.tokenKind, objectTypes...)}
+			op[extGVK] = gvkObject(registry.TokenRequestGroupVersionKind)
+			p["post"] = op
+			continue
+		}
 		if sub != "scale" {
 			pb.itemOperations(p, res, kind, verbs, id, camel(sub), objectResponse)
 			continue

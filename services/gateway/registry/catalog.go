@@ -4,6 +4,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authenticationv1alpha1 "k8s.io/api/authentication/v1alpha1"
+	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -32,6 +34,8 @@ type kindInfo struct {
 	virtual, skip bool
 	// scale kinds have the scale subresource (autoscaling/v1 Scale over spec.replicas).
 	scale bool
+	// token kinds have the token subresource (a TokenRequest: service accounts).
+	token bool
 }
 
 // catalogEntry is one upstream group version that the gateway serves under Platform's group name.
@@ -60,7 +64,7 @@ var catalog = []catalogEntry{
 		"Node":                  {shortNames: []string{"no"}},
 		"PersistentVolume":      {shortNames: []string{"pv"}},
 		"PersistentVolumeClaim": {shortNames: []string{"pvc"}},
-		"ServiceAccount":        {shortNames: []string{"sa"}},
+		"ServiceAccount":        {shortNames: []string{"sa"}, token: true},
 		"Endpoints":             {plural: "endpoints", shortNames: []string{"ep"}},
 		"Event":                 {shortNames: []string{"ev"}},
 		"LimitRange":            {shortNames: []string{"limits"}},
@@ -119,10 +123,22 @@ var catalog = []catalogEntry{
 	// Review kinds are operations answered by the request's own identity and authorizer.
 	{upstream: authenticationv1.SchemeGroupVersion, install: authenticationv1.AddToScheme, defaultOn: true, onlyListed: true, kinds: map[string]kindInfo{
 		"SelfSubjectReview": {virtual: true},
+		"TokenReview":       {virtual: true},
+	}},
+	// The spec lists TokenReview in v1beta1 too; upstream 1.33 still serves SelfSubjectReview there.
+	{upstream: authenticationv1beta1.SchemeGroupVersion, install: authenticationv1beta1.AddToScheme, defaultOn: true, onlyListed: true, kinds: map[string]kindInfo{
+		"SelfSubjectReview": {virtual: true},
+		"TokenReview":       {virtual: true},
+	}},
+	// Alpha: off unless --runtime-config turns it on (the spec's stability rules).
+	{upstream: authenticationv1alpha1.SchemeGroupVersion, install: authenticationv1alpha1.AddToScheme, onlyListed: true, kinds: map[string]kindInfo{
+		"SelfSubjectReview": {virtual: true},
 	}},
 	{upstream: authorizationv1.SchemeGroupVersion, install: authorizationv1.AddToScheme, defaultOn: true, onlyListed: true, kinds: map[string]kindInfo{
-		"SelfSubjectAccessReview": {virtual: true},
-		"SubjectAccessReview":     {virtual: true},
+		"SelfSubjectAccessReview":  {virtual: true},
+		"SubjectAccessReview":      {virtual: true},
+		"LocalSubjectAccessReview": {virtual: true},
+		"SelfSubjectRulesReview":   {virtual: true},
 	}},
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -232,6 +233,23 @@ func (r *Registry) Resources() []*Resource {
 	return out
 }
 
+// TokenRequestGroupVersionKind is the kind of the serviceaccounts/token subresource.
+var TokenRequestGroupVersionKind = schema.GroupVersionKind{Group: naming.Group("authentication.k8s.io"), Version: "v1", Kind: "TokenRequest"}
+
+// TokenRequest is the body of the serviceaccounts/token subresource, described as a resource so
+// it decodes, validates and encodes like one (it is never stored).
+func (r *Registry) TokenRequest() *Resource {
+	return &Resource{
+		GroupVersionResource: TokenRequestGroupVersionKind.GroupVersion().WithResource("tokenrequests"),
+		Kind:                 TokenRequestGroupVersionKind.Kind,
+		Singular:             "tokenrequest",
+		Namespaced:           true,
+		Virtual:              true,
+		Verbs:                []string{"create"},
+		goType:               reflect.TypeOf(&authenticationv1.TokenRequest{}),
+	}
+}
+
 // ScaleGroupVersionKind is the kind of every scale subresource.
 var ScaleGroupVersionKind = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 
@@ -327,6 +345,9 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 		}
 		if info.scale {
 			res.Subresources = append(res.Subresources, "scale")
+		}
+		if info.token {
+			res.Subresources = append(res.Subresources, "token")
 		}
 		served.Resources = append(served.Resources, res)
 		r.byGVR[res.GroupVersionResource] = res

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"platform.io/libs/service"
 
 	"platform.io/services/gateway/registry"
 )
@@ -22,16 +23,17 @@ type Config struct {
 	// TLSCertFile and TLSPrivateKeyFile are the serving certificate.
 	TLSCertFile       string
 	TLSPrivateKeyFile string
-	// ClientCAFile verifies client certificates; their CN is the user and O the groups.
-	ClientCAFile string
+	// ClientCAFile verifies client certificates at the TLS handshake (the authentication service
+	// maps them to users); RequestHeaderClientCAFile adds the CA of authenticating proxies.
+	ClientCAFile              string
+	RequestHeaderClientCAFile string
 
-	// StorageAddress is the storage service: host:port or unix:///path.
-	StorageAddress string
-	// StorageCAFile, StorageCertFile and StorageKeyFile secure the storage connection with
-	// mutual TLS (required for TCP addresses that are not loopback).
-	StorageCAFile   string
-	StorageCertFile string
-	StorageKeyFile  string
+	// Storage, Authn, Authz and Admission are the services behind the gateway: addresses and
+	// mutual TLS credentials (required for TCP addresses that are not loopback).
+	Storage   service.ClientConfig
+	Authn     service.ClientConfig
+	Authz     service.ClientConfig
+	Admission service.ClientConfig
 
 	// RuntimeConfig enables and disables group versions and resources.
 	RuntimeConfig string
@@ -54,7 +56,8 @@ type Config struct {
 	MaxMutatingRequestsInflight int
 	// WatchCache shares one storage watch per resource type among the gateway's watchers.
 	WatchCache bool
-	// EnableControllers runs the namespace lifecycle controller in this process.
+	// EnableControllers runs the CustomResourceDefinition status controller (names, Established,
+	// cleanup on delete) in this process; the other controllers are the controllers service's.
 	EnableControllers bool
 }
 
@@ -64,11 +67,12 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.SecurePort, "secure-port", 6443, "the port to serve HTTPS on")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "the serving certificate (PEM)")
 	fs.StringVar(&c.TLSPrivateKeyFile, "tls-private-key-file", "", "the serving certificate's private key (PEM)")
-	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates (CN = user, O = groups)")
-	fs.StringVar(&c.StorageAddress, "storage-address", "127.0.0.1:7001", "the storage service: host:port or unix:///path")
-	fs.StringVar(&c.StorageCAFile, "storage-ca-file", "", "CA that verifies the storage service's certificate")
-	fs.StringVar(&c.StorageCertFile, "storage-cert-file", "", "client certificate for mutual TLS to the storage service")
-	fs.StringVar(&c.StorageKeyFile, "storage-key-file", "", "private key of --storage-cert-file")
+	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "CA bundle that verifies client certificates at the TLS handshake (the authentication service maps them to users)")
+	fs.StringVar(&c.RequestHeaderClientCAFile, "requestheader-client-ca-file", "", "CA bundle of authenticating proxies' client certificates, also accepted at the TLS handshake")
+	c.Storage.RegisterFlags(fs, "storage", "storage service", "127.0.0.1:7001")
+	c.Authn.RegisterFlags(fs, "authn", "authentication service", "127.0.0.1:7002")
+	c.Authz.RegisterFlags(fs, "authz", "authorization service", "127.0.0.1:7003")
+	c.Admission.RegisterFlags(fs, "admission", "admission service", "127.0.0.1:7004")
 	fs.StringVar(&c.RuntimeConfig, "runtime-config", "", "comma-separated <group>/<version>[/<resource>][=true|false]; api/all=false turns everything off")
 	fs.DurationVar(&c.LivezGracePeriod, "livez-grace-period", 0, "how long after start /livez treats unfinished startup hooks as live")
 	fs.DurationVar(&c.ShutdownDelayDuration, "shutdown-delay-duration", 0, "on SIGTERM, keep serving this long with /readyz failing before shutting down")
@@ -79,7 +83,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", 400, "read-only requests served at once before answering 429 (0: no bound)")
 	fs.IntVar(&c.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "mutating requests served at once before answering 429 (0: no bound)")
 	fs.BoolVar(&c.WatchCache, "watch-cache", true, "share one storage watch per resource type among watches that start at a known resourceVersion (decode and encode each event once)")
-	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the namespace lifecycle controller in this process")
+	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the CustomResourceDefinition status controller (accepted names, Established, cleanup on delete) in this process")
 }
 
 // DefaultConfig returns the configuration the flags default to.
@@ -102,16 +106,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file are required"))
 	}
 	if c.ClientCAFile == "" {
-		errs = append(errs, errors.New("--client-ca-file is required: client certificates are how callers authenticate"))
+		errs = append(errs, errors.New("--client-ca-file is required: client certificates are how administrators authenticate"))
 	}
-	if c.StorageAddress == "" {
-		errs = append(errs, errors.New("--storage-address is required"))
-	} else if !strings.HasPrefix(c.StorageAddress, "unix://") && c.StorageCertFile == "" && !isLoopback(c.StorageAddress) {
-		errs = append(errs, fmt.Errorf("--storage-address %s is not loopback: set --storage-ca-file, --storage-cert-file and --storage-key-file for mutual TLS", c.StorageAddress))
-	}
-	if (c.StorageCertFile == "") != (c.StorageKeyFile == "") || (c.StorageCertFile != "" && c.StorageCAFile == "") {
-		errs = append(errs, errors.New("--storage-cert-file, --storage-key-file and --storage-ca-file go together"))
-	}
+	errs = append(errs, c.Storage.Validate()...)
+	errs = append(errs, c.Authn.Validate()...)
+	errs = append(errs, c.Authz.Validate()...)
+	errs = append(errs, c.Admission.Validate()...)
 	if rc, err := registry.ParseRuntimeConfig(c.RuntimeConfig); err != nil {
 		errs = append(errs, err)
 	} else if _, err := registry.New(rc); err != nil {
@@ -132,16 +132,4 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--min-request-timeout must be positive"))
 	}
 	return errors.Join(errs...)
-}
-
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

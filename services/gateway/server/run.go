@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,17 +20,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"k8s.io/apimachinery/pkg/version"
 
 	"platform.io/libs/naming"
 	"platform.io/libs/pki"
+	"platform.io/libs/service"
 	"platform.io/libs/storage"
+	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/apiserver"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/health"
@@ -42,8 +41,12 @@ var Version = version.Info{Major: "1", Minor: "33", GitVersion: "v1.33.0+" + nam
 
 // Options are what an embedding process (the all-in-one) hands the gateway instead of flags.
 type Options struct {
-	// StorageConn, when set, is used instead of dialing --storage-address.
-	StorageConn grpc.ClientConnInterface
+	// StorageConn, AuthnConn, AuthzConn and AdmissionConn, when set, are used instead of dialing
+	// the services' addresses.
+	StorageConn   grpc.ClientConnInterface
+	AuthnConn     grpc.ClientConnInterface
+	AuthzConn     grpc.ClientConnInterface
+	AdmissionConn grpc.ClientConnInterface
 	// Ready, when set, is called once the gateway serves.
 	Ready func(addr net.Addr)
 	// LogHealthy, when set, is what the "log" health check reports (see LogWriter).
@@ -57,11 +60,13 @@ type Server struct {
 	lis      net.Listener
 	http     *http.Server
 	health   *health.Health
-	conn     *grpc.ClientConn
+	conns    []*grpc.ClientConn
 	cancel   context.CancelFunc
 	served   chan error
 	stopOnce sync.Once
 	stopped  chan struct{}
+	// bootstrapped is closed once the initial namespaces and the default RBAC policy are stored.
+	bootstrapped chan struct{}
 }
 
 // Start validates the configuration, connects to storage, and serves HTTPS in the background.
@@ -78,36 +83,62 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, served: make(chan error, 1), stopped: make(chan struct{})}
-	storageConn := opts.StorageConn
-	if storageConn == nil {
-		s.conn, err = dialStorage(cfg)
-		if err != nil {
-			return nil, err
-		}
-		storageConn = s.conn
-	}
+	s := &Server{cfg: cfg, log: log, served: make(chan error, 1), stopped: make(chan struct{}), bootstrapped: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	started := false
 	defer func() {
 		if !started {
 			cancel()
-			if s.conn != nil {
-				_ = s.conn.Close()
-			}
+			s.closeConns()
 		}
 	}()
+	dial := func(given grpc.ClientConnInterface, cc service.ClientConfig, opts ...grpc.DialOption) (grpc.ClientConnInterface, error) {
+		if given != nil {
+			return given, nil
+		}
+		conn, err := cc.Dial(opts...)
+		if err != nil {
+			return nil, err
+		}
+		s.conns = append(s.conns, conn)
+		return conn, nil
+	}
+	storageConn, err := dial(opts.StorageConn, cfg.Storage, storage.CallOptions())
+	if err != nil {
+		return nil, err
+	}
+	authnConn, err := dial(opts.AuthnConn, cfg.Authn)
+	if err != nil {
+		return nil, err
+	}
+	authzConn, err := dial(opts.AuthzConn, cfg.Authz)
+	if err != nil {
+		return nil, err
+	}
+	admissionConn, err := dial(opts.AdmissionConn, cfg.Admission)
+	if err != nil {
+		return nil, err
+	}
 	s.health = health.New(health.Options{LivezGracePeriod: cfg.LivezGracePeriod, Start: time.Now(), Logger: log, LogHealthy: opts.LogHealthy})
-	s.health.AddHealthz(health.Ping(), health.Log(), storageCheck(storageConn))
-	s.health.AddLivez(health.Ping(), health.Log(), storageCheck(storageConn))
-	s.health.AddReadyz(health.Ping(), health.Log(), storageCheck(storageConn))
+	authnCheck, authzCheck := serviceCheck("authentication", authnConn), serviceCheck("authorization", authzConn)
+	admissionCheck := serviceCheck("admission", admissionConn)
+	s.health.AddHealthz(health.Ping(), health.Log(), serviceCheck("storage", storageConn), authnCheck, authzCheck, admissionCheck)
+	s.health.AddLivez(health.Ping(), health.Log(), serviceCheck("storage", storageConn))
+	s.health.AddReadyz(health.Ping(), health.Log(), serviceCheck("storage", storageConn), authnCheck, authzCheck, admissionCheck)
 
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	authz := auth.NewRemoteAuthorizer(authzConn, log, metrics)
+	go authz.Run(runCtx)
+	adm := admission.New(admissionConn, log, metrics)
+	go adm.Run(runCtx)
 	api := apiserver.New(apiserver.Config{
 		Registry:          reg,
 		Storage:           storage.NewClient(storageConn),
-		Authenticators:    []auth.Authenticator{auth.X509{}},
-		Authorizer:        auth.AlwaysAllow{},
+		Authn:             auth.NewRemote(authnConn, log, metrics),
+		Authz:             authz,
+		Admission:         adm,
 		Logger:            log,
 		MinRequestTimeout: cfg.MinRequestTimeout,
 		RequestTimeout:    cfg.RequestTimeout,
@@ -119,8 +150,6 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	router := mux.NewRouter()
 	router.UseEncodedPath()
 	s.health.Install(router)
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reqs := newRequestMetrics(metrics)
 	router.Handle("/metrics", api.Authenticated(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})))
 	oa, err := openapi.New(reg)
@@ -163,18 +192,34 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	}()
 
 	bootstrap := s.health.AddPostStartHook("bootstrap-namespaces")
+	policy := s.health.AddPostStartHook("rbac/bootstrap-roles")
+	priorities := s.health.AddPostStartHook("scheduling/bootstrap-system-priority-classes")
 	go func() {
-		for runCtx.Err() == nil {
-			if err := api.EnsureNamespaces(runCtx); err != nil {
-				log.Warn("creating the initial namespaces", "error", err)
-				select {
-				case <-runCtx.Done():
-				case <-time.After(time.Second):
+		// The default policy's namespaced roles live in the initial namespaces: these go first.
+		for _, step := range []struct {
+			what string
+			run  func(context.Context) error
+			done func()
+		}{
+			{"creating the initial namespaces", api.EnsureNamespaces, bootstrap},
+			{"reconciling the default RBAC policy", api.EnsureBootstrapPolicy, policy},
+			{"creating the system priority classes", api.EnsurePriorityClasses, priorities},
+		} {
+			for runCtx.Err() == nil {
+				if err := step.run(runCtx); err != nil {
+					log.Warn(step.what, "error", err)
+					select {
+					case <-runCtx.Done():
+					case <-time.After(time.Second):
+					}
+					continue
 				}
-				continue
+				step.done()
+				break
 			}
-			bootstrap()
-			return
+		}
+		if runCtx.Err() == nil {
+			close(s.bootstrapped)
 		}
 	}()
 	// Custom resources are served once the stored definitions are read (readyz waits for it).
@@ -187,17 +232,16 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		case <-runCtx.Done():
 		}
 	}()
-	if cfg.EnableControllers {
-		controllers := s.health.AddPostStartHook("start-namespace-controller")
-		go api.RunNamespaceController(runCtx)
-		controllers()
-	}
 	log.Info("gateway serving", "address", s.lis.Addr().String())
 	if opts.Ready != nil {
 		opts.Ready(s.lis.Addr())
 	}
 	return s, nil
 }
+
+// Bootstrapped is closed once the initial namespaces and the default RBAC policy are stored (the
+// controllers, whose permissions come from that policy, start after it in the all-in-one).
+func (s *Server) Bootstrapped() <-chan struct{} { return s.bootstrapped }
 
 // Addr is the address the gateway serves on.
 func (s *Server) Addr() net.Addr { return s.lis.Addr() }
@@ -230,9 +274,7 @@ func (s *Server) Stop(ctx context.Context) {
 			_ = s.http.Close()
 		}
 		s.cancel()
-		if s.conn != nil {
-			_ = s.conn.Close()
-		}
+		s.closeConns()
 		close(s.stopped)
 	})
 	<-s.stopped
@@ -265,6 +307,14 @@ func servingTLS(cfg Config) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--client-ca-file: %w", err)
 	}
+	if cfg.RequestHeaderClientCAFile != "" {
+		// Proxies present certificates of their own CA; which CA vouches for which identity is
+		// the authentication service's decision.
+		data, err := os.ReadFile(cfg.RequestHeaderClientCAFile)
+		if err != nil || !pool.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("--requestheader-client-ca-file: no CA certificate read from %s (%v)", cfg.RequestHeaderClientCAFile, err)
+		}
+	}
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		ClientCAs:    pool,
@@ -274,47 +324,17 @@ func servingTLS(cfg Config) (*tls.Config, error) {
 	}, nil
 }
 
-// dialStorage connects to the storage service (mutual TLS when configured).
-func dialStorage(cfg Config) (*grpc.ClientConn, error) {
-	creds := insecure.NewCredentials()
-	if cfg.StorageCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.StorageCertFile, cfg.StorageKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--storage-cert-file/--storage-key-file: %w", err)
-		}
-		pool, err := pki.LoadPool(cfg.StorageCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--storage-ca-file: %w", err)
-		}
-		creds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12})
+func (s *Server) closeConns() {
+	for _, c := range s.conns {
+		_ = c.Close()
 	}
-	target := cfg.StorageAddress
-	if path, ok := strings.CutPrefix(target, "unix://"); ok {
-		target = "unix:" + path
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds), storage.CallOptions(),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
-	if err != nil {
-		return nil, fmt.Errorf("--storage-address: %w", err)
-	}
-	return conn, nil
 }
 
-// storageCheck is the health check of the storage connection (the storage service's own gRPC
-// health, which follows its backend's reachability).
-func storageCheck(conn grpc.ClientConnInterface) health.Check {
-	client := healthpb.NewHealthClient(conn)
-	return health.Check{Name: "storage", Run: func(r *http.Request) error {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
-		if err != nil {
-			return err
-		}
-		if resp.Status != healthpb.HealthCheckResponse_SERVING {
-			return fmt.Errorf("storage reports %s", resp.Status)
-		}
-		return nil
+// serviceCheck is the health check of a service behind the gateway (its gRPC health, which
+// follows its own dependencies).
+func serviceCheck(name string, conn grpc.ClientConnInterface) health.Check {
+	return health.Check{Name: name, Run: func(r *http.Request) error {
+		return service.CheckHealth(r.Context(), conn, 2*time.Second)
 	}}
 }
 

@@ -160,14 +160,15 @@ func grep(s, sub string) string {
 // Configuration errors name the flag that fixes them.
 func TestConfigValidate(t *testing.T) {
 	c := server.DefaultConfig()
-	c.StorageAddress = "10.0.0.1:7001"
+	c.Storage.Address = "10.0.0.1:7001"
+	c.Authz.Address = "10.0.0.2:7003"
 	c.RuntimeConfig = "nosuch/v1"
 	c.BindAddress = "not-an-ip"
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("invalid configuration accepted")
 	}
-	for _, flag := range []string{"--tls-cert-file", "--client-ca-file", "--storage-address", "--runtime-config", "--bind-address"} {
+	for _, flag := range []string{"--tls-cert-file", "--client-ca-file", "--storage-address", "--authz-address", "--runtime-config", "--bind-address"} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("error does not name %s:\n%v", flag, err)
 		}

@@ -46,6 +46,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -92,6 +93,13 @@ type options struct {
 	watchers                  int
 	rate                      float64
 	jsonOut                   bool
+	// identity the scenarios run as; authorizationMode the --authorization-mode of a started
+	// stack; userCert and userKey the client certificate of --identity=user.
+	identity, authorizationMode string
+	userCert, userKey           []byte
+	// webhook is "noop" to register a webhook that allows everything for the measured writes;
+	// admission is "off" to start the stack with every admission plugin disabled.
+	webhook, admission string
 }
 
 // namespacePrefix: a DNS label short enough for the "-<scenario>" suffix.
@@ -120,6 +128,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&o.rate, "rate", 100, "watch: updates per second")
 	fs.DurationVar(&o.drain, "drain", 30*time.Second, "watch: how long the watches may take to deliver the last write")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of a table")
+	fs.StringVar(&o.identity, "identity", identityAdmin, "who the scenarios' requests are made as: admin (the kubeconfig's certificate, system:masters), "+
+		"serviceaccount (a service account token, allowed by a RoleBinding), or user (a client certificate outside system:masters, allowed by a RoleBinding; --start only)")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", "", "with --start: the stack's --authorization-mode (default: the services' default, Node,RBAC)")
+	fs.StringVar(&o.webhook, "webhook", "", "noop: register a validating webhook (HTTPS on loopback, allows everything) for the measured kind's writes")
+	fs.StringVar(&o.admission, "admission", "default", "with --start: default (the spec's default plugins) or off (every default plugin disabled: no write is sent to admission)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -134,6 +147,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--start excludes --server, --kubeconfig, --ca-file, --cert-file and --key-file")
 	case o.start != "" && o.start != string(stack.Split) && o.start != string(stack.AllInOne):
 		return nil, fmt.Errorf("--start must be split or allinone, not %q", o.start)
+	case o.identity != identityAdmin && o.identity != identityServiceAccount && o.identity != identityUser:
+		return nil, fmt.Errorf("--identity must be admin, serviceaccount or user, not %q", o.identity)
+	case o.identity == identityUser && o.start == "":
+		return nil, errors.New("--identity=user needs --start (its certificate is issued by the started stack's CA)")
+	case o.authorizationMode != "" && o.start == "":
+		return nil, errors.New("--authorization-mode needs --start")
+	case o.webhook != "" && o.webhook != "noop":
+		return nil, fmt.Errorf("--webhook must be noop, not %q", o.webhook)
+	case o.admission != "default" && o.admission != "off":
+		return nil, fmt.Errorf("--admission must be default or off, not %q", o.admission)
+	case o.admission == "off" && o.start == "":
+		return nil, errors.New("--admission=off needs --start")
 	}
 	if o.server != "" {
 		if err := checkServerURL(o.server); err != nil {
@@ -233,7 +258,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		fmt.Fprintf(stderr, "apiload: starting the %s stack in %s\n", o.start, dir)
-		s, err := stack.Start(stack.Options{Mode: stack.Mode(o.start), Dir: dir})
+		so := stack.Options{Mode: stack.Mode(o.start), Dir: dir}
+		if o.authorizationMode != "" {
+			if o.start == string(stack.Split) {
+				so.AuthzArgs = []string{"--authorization-mode", o.authorizationMode}
+			} else {
+				so.GatewayArgs = []string{"--authorization-mode", o.authorizationMode}
+			}
+		}
+		if o.admission == "off" {
+			off := []string{"--disable-admission-plugins", strings.Join(defaultAdmissionPlugins, ",")}
+			if o.start == string(stack.Split) {
+				so.AdmissionArgs = off
+			} else {
+				so.GatewayArgs = append(so.GatewayArgs, off...)
+			}
+		}
+		s, err := stack.Start(so)
 		if err != nil {
 			fmt.Fprintf(stderr, "apiload: starting the %s stack: %v (logs in %s)\n", o.start, err, dir)
 			return exitUsage
@@ -249,11 +290,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}()
 		o.kubeconfig = s.Kubeconfig
 		started = o.start
+		if o.identity == identityUser {
+			if o.userCert, o.userKey, err = s.ClientCert(loadUser); err != nil {
+				fmt.Fprintln(stderr, "apiload:", err)
+				return exitUsage
+			}
+		}
 		code := measure(ctx, o, started, stdout, stderr)
 		keepLogs = code != exitOK
 		return code
 	}
 	return measure(ctx, o, started, stdout, stderr)
+}
+
+// defaultAdmissionPlugins is the spec's default admission plugin set, which --admission=off
+// disables.
+var defaultAdmissionPlugins = []string{
+	"CertificateApproval", "CertificateSigning", "CertificateSubjectRestriction", "DefaultIngressClass",
+	"DefaultStorageClass", "DefaultTolerationSeconds", "LimitRanger", "MutatingAdmissionWebhook",
+	"NamespaceLifecycle", "PersistentVolumeClaimResize", "PodSecurity", "Priority", "ResourceQuota",
+	"RuntimeClass", "ServiceAccount", "StorageObjectInUseProtection", "TaintNodesByCondition",
+	"ValidatingAdmissionWebhook",
 }
 
 // measure runs the scenarios against the server o names and reports.
@@ -286,6 +343,26 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 		prefix = "apiload-" + strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
 	}
 	r := &runner{o: o, api: api, nsPrefix: prefix, progress: stderr, meterCPU: started != "" && runtime.GOOS == "linux"}
+	// The load's own transport: a token must not travel with the administrator's certificate
+	// (the certificate would authenticate the request).
+	loadTLS := tc.Clone()
+	switch o.identity {
+	case identityServiceAccount:
+		loadTLS.Certificates = nil
+	case identityUser:
+		cert, err := tls.X509KeyPair(o.userCert, o.userKey)
+		if err != nil {
+			fmt.Fprintln(stderr, "apiload:", err)
+			return exitUsage
+		}
+		loadTLS.Certificates = []tls.Certificate{cert}
+	}
+	loadTr := newTransport(loadTLS, o.http1, conns)
+	defer loadTr.CloseIdleConnections()
+	if err := r.setupIdentity(ctx, loadTr); err != nil {
+		fmt.Fprintln(stderr, "apiload:", err)
+		return exitUsage
+	}
 	desc := "server " + api.base
 	if started != "" {
 		desc += " (" + started + " stack started by apiload)"
@@ -293,6 +370,16 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	header := fmt.Sprintf("apiload: %s over %s; namespaces %s-*", desc, proto, prefix)
 	if o.kind != configMapKind {
 		header += fmt.Sprintf("; kind %s (%s, --kind=%s)", o.kind.kind, o.kind.apiVersion, o.kind.flag)
+	}
+	header += fmt.Sprintf("; as %s", o.identity)
+	if o.authorizationMode != "" {
+		header += ", --authorization-mode=" + o.authorizationMode
+	}
+	if o.admission == "off" {
+		header += "; admission plugins off"
+	}
+	if o.webhook != "" {
+		header += "; a no-op validating webhook on the measured writes"
 	}
 	header += fmt.Sprintf("; %d CPUs, GOMAXPROCS=%d; each run %s after %s of warm-up", runtime.NumCPU(), runtime.GOMAXPROCS(0), o.duration, o.warmup)
 	if !o.jsonOut {

@@ -29,8 +29,12 @@ const (
 // runner runs the chosen scenarios, each in a namespace of its own that it creates, and
 // collects the table rows, notes and failures.
 type runner struct {
-	o        *options
-	api      *apiClient
+	o   *options
+	api *apiClient // the administrator: setup and cleanup
+	// load is the identity the scenarios' requests are made as (r.api for --identity=admin);
+	// subject is its RBAC subject (nil for admin).
+	load     *apiClient
+	subject  map[string]any
 	nsPrefix string
 	progress io.Writer
 	meterCPU bool // note the CPU the tool and the processes it started used in each run
@@ -39,6 +43,8 @@ type runner struct {
 	notes    []string
 	failures []string
 	created  []string // namespaces to delete at the end
+	// webhook is the no-op webhook of --webhook=noop.
+	webhook *noopWebhook
 	// definedCRD: the run created the custom kind's definition, which it deletes at the end.
 	definedCRD bool
 }
@@ -230,12 +236,20 @@ func (r *runner) run(ctx context.Context) error {
 	if err := r.defineKind(ctx); err != nil {
 		return err
 	}
+	if r.o.webhook == "noop" {
+		if err := r.registerWebhook(ctx); err != nil {
+			return err
+		}
+	}
 	for _, sc := range r.o.scenarios {
 		ns := r.nsPrefix + "-" + sc
 		if err := r.api.createNamespace(ctx, ns); err != nil {
 			return err
 		}
 		r.created = append(r.created, ns)
+		if err := r.grant(ctx, ns); err != nil {
+			return err
+		}
 		var err error
 		switch sc {
 		case "create":
@@ -260,6 +274,12 @@ func (r *runner) run(ctx context.Context) error {
 // created it (the server deletes their content).
 func (r *runner) cleanup(ctx context.Context) error {
 	var errs []error
+	if r.webhook != nil {
+		if err := r.webhook.unregister(ctx, r.api); err != nil {
+			errs = append(errs, err)
+		}
+		r.webhook.close()
+	}
 	for _, ns := range r.created {
 		if err := r.api.delete(ctx, namespacePath(ns)); err != nil {
 			errs = append(errs, err)
@@ -275,13 +295,33 @@ func (r *runner) cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// registerWebhook starts and registers the no-op webhook for the scenarios' namespaces, probing
+// it in a namespace of its own.
+func (r *runner) registerWebhook(ctx context.Context) error {
+	h, err := startNoopWebhook()
+	if err != nil {
+		return err
+	}
+	r.webhook = h
+	probe := r.nsPrefix + "-webhook"
+	if err := r.api.createNamespace(ctx, probe); err != nil {
+		return err
+	}
+	r.created = append(r.created, probe)
+	var namespaces []string
+	for _, sc := range r.o.scenarios {
+		namespaces = append(namespaces, r.nsPrefix+"-"+sc)
+	}
+	return h.register(ctx, r.api, r.o.kind, r.nsPrefix, namespaces, probe)
+}
+
 // runCreate: every client creates objects of unique names as fast as it can.
 func (r *runner) runCreate(ctx context.Context, ns string) error {
 	path := r.o.kind.collectionPath(ns)
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "create", n, func(ctx context.Context, w *worker, i int) error {
 			w.body = r.o.kind.appendObject(w.body[:0], fmt.Sprintf("c%d-w%d-%d", n, w.id, i), "")
-			return r.api.do(ctx, http.MethodPost, path, w.body, http.StatusCreated, &w.buf)
+			return r.load.do(ctx, http.MethodPost, path, w.body, http.StatusCreated, &w.buf)
 		})
 		if err != nil {
 			return err
@@ -299,7 +339,7 @@ func (r *runner) runGet(ctx context.Context, ns string) error {
 	}
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "get", n, func(ctx context.Context, w *worker, i int) error {
-			return r.api.do(ctx, http.MethodGet, paths[(w.id*getSetSize/n+i)%len(paths)], nil, http.StatusOK, &w.buf)
+			return r.load.do(ctx, http.MethodGet, paths[(w.id*getSetSize/n+i)%len(paths)], nil, http.StatusOK, &w.buf)
 		})
 		if err != nil {
 			return err
@@ -330,7 +370,7 @@ func (r *runner) runPatch(ctx context.Context, ns, scenario string) error {
 			} else {
 				w.body = fmt.Appendf(w.body[:0], `{"data":{"counter":"%d-%d"}}`, w.id, i)
 			}
-			return r.api.doAs(ctx, http.MethodPatch, p, contentType, w.body, http.StatusOK, &w.buf)
+			return r.load.doAs(ctx, http.MethodPatch, p, contentType, w.body, http.StatusOK, &w.buf)
 		})
 		if err != nil {
 			return err
@@ -348,7 +388,7 @@ func (r *runner) runList(ctx context.Context, ns string) error {
 	want := r.o.objects
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "list", n, func(ctx context.Context, w *worker, _ int) error {
-			if err := r.api.do(ctx, http.MethodGet, path, nil, http.StatusOK, &w.buf); err != nil {
+			if err := r.load.do(ctx, http.MethodGet, path, nil, http.StatusOK, &w.buf); err != nil {
 				return err
 			}
 			got, err := countListItems(w.buf.Bytes())

@@ -1,0 +1,150 @@
+// Package apiclient builds the clients the controllers use to talk to the gateway like any other
+// client: client-go's typed clients, a dynamic client and a discovery client over one
+// rest.Config, with the groups Platform renames (rbac.authorization.platform.io,
+// coordination.platform.io) reached under their Platform names.
+//
+// client-go's typed clients decode responses and encode list options through the process-wide
+// scheme k8s.io/client-go/kubernetes/scheme.Scheme (the generated clients name it directly). The
+// package therefore registers the kinds of the renamed groups it serves under their Platform
+// group versions in that scheme, once, at init: the Go types are the same, only the apiVersion in
+// the JSON differs. Registration only adds names, so other users of the scheme are unaffected.
+package apiclient
+
+import (
+	"fmt"
+	"reflect"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
+	"k8s.io/client-go/rest"
+
+	"platform.io/libs/naming"
+)
+
+// ContentType is the encoding the controllers speak: JSON, which every served kind supports.
+const ContentType = "application/json"
+
+// RBACGroupVersion and CoordinationGroupVersion are the Platform names of the upstream group
+// versions the controllers use through typed clients.
+var (
+	RBACGroupVersion         = schema.GroupVersion{Group: naming.Group(rbacv1.GroupName), Version: "v1"}
+	CoordinationGroupVersion = schema.GroupVersion{Group: naming.Group(coordinationv1.GroupName), Version: "v1"}
+)
+
+func init() {
+	if err := registerRenamed(scheme.Scheme, rbacv1.SchemeGroupVersion, RBACGroupVersion, rbacv1.AddToScheme); err != nil {
+		panic(err)
+	}
+	if err := registerRenamed(scheme.Scheme, coordinationv1.SchemeGroupVersion, CoordinationGroupVersion, coordinationv1.AddToScheme); err != nil {
+		panic(err)
+	}
+}
+
+// registerRenamed registers every kind of the upstream group version (including the list and
+// option kinds the typed clients encode) under the Platform group version as well.
+func registerRenamed(s *runtime.Scheme, upstream, platform schema.GroupVersion, install func(*runtime.Scheme) error) error {
+	if upstream == platform {
+		return nil
+	}
+	tmp := runtime.NewScheme()
+	if err := install(tmp); err != nil {
+		return fmt.Errorf("installing %s: %w", upstream, err)
+	}
+	for kind, t := range tmp.KnownTypes(upstream) {
+		obj, ok := reflect.New(t).Interface().(runtime.Object)
+		if !ok {
+			continue
+		}
+		s.AddKnownTypeWithName(platform.WithKind(kind), obj)
+	}
+	return nil
+}
+
+// Clients are the clients of one identity against the gateway.
+type Clients struct {
+	// Kubernetes is client-go's clientset whose RbacV1 and CoordinationV1 reach Platform's group
+	// names; shared informer factories accept it. The other renamed groups are not redirected
+	// (the controllers do not use them).
+	Kubernetes kubernetes.Interface
+	// RBAC and Coordination are the typed clients of Platform's renamed groups.
+	RBAC         rbacv1client.RbacV1Interface
+	Coordination coordinationv1client.CoordinationV1Interface
+	// Dynamic reaches any resource by its Platform group/version/resource (custom resources too).
+	Dynamic dynamic.Interface
+	// Discovery lists the served resources.
+	Discovery discovery.DiscoveryInterface
+	// Config is the rest.Config the clients were built from (JSON content type set).
+	Config *rest.Config
+}
+
+// New builds the clients from cfg (its content type is forced to JSON; everything else, such as
+// credentials, QPS and timeouts, is kept).
+func New(cfg *rest.Config) (*Clients, error) {
+	base := rest.CopyConfig(cfg)
+	base.ContentType = ContentType
+	base.AcceptContentTypes = ContentType
+	core, err := kubernetes.NewForConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	rbacREST, err := groupClient(base, RBACGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	coordREST, err := groupClient(base, CoordinationGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	c := &Clients{
+		RBAC:         rbacv1client.New(rbacREST),
+		Coordination: coordinationv1client.New(coordREST),
+		Dynamic:      dyn,
+		Discovery:    disc,
+		Config:       base,
+	}
+	c.Kubernetes = &clientset{Clientset: core, rbac: c.RBAC, coordination: c.Coordination}
+	return c, nil
+}
+
+// groupClient is a REST client for one group version under /apis.
+func groupClient(base *rest.Config, gv schema.GroupVersion) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(base)
+	c.GroupVersion = &gv
+	c.APIPath = "/apis"
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(c)
+}
+
+// clientset is client-go's clientset with the renamed groups redirected.
+type clientset struct {
+	*kubernetes.Clientset
+	rbac         rbacv1client.RbacV1Interface
+	coordination coordinationv1client.CoordinationV1Interface
+}
+
+// RbacV1 reaches rbac.authorization.platform.io/v1.
+func (c *clientset) RbacV1() rbacv1client.RbacV1Interface { return c.rbac }
+
+// CoordinationV1 reaches coordination.platform.io/v1.
+func (c *clientset) CoordinationV1() coordinationv1client.CoordinationV1Interface {
+	return c.coordination
+}

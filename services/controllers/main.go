@@ -1,0 +1,45 @@
+// Command controllers runs the controllers service: the controllers upstream runs in its
+// controller manager (service accounts, service account tokens, namespace lifecycle, ClusterRole
+// aggregation, bootstrap token cleaner and signer) against the gateway, as one leader among its
+// replicas. See docs/operations.md for its flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"platform.io/services/controllers/manager"
+)
+
+func main() {
+	var cfg manager.Config
+	fs := pflag.NewFlagSet("controllers", pflag.ExitOnError)
+	cfg.RegisterFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "controllers")
+	// client-go (leader election, informers) logs through klog: route it to the same handler.
+	klog.SetSlogLogger(log)
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "controllers: invalid configuration:\n"+err.Error())
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := manager.Run(ctx, cfg, log); err != nil {
+		if errors.Is(err, manager.ErrLeaderLost) {
+			// As upstream: exit so that the process restarts with nothing left running.
+			log.Error("leader election lost, exiting")
+		} else {
+			log.Error("controllers service failed", "err", err)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,126 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/libs/bootstrappolicy"
+)
+
+// bootstrapManager is the field manager of the default policy's writes.
+const bootstrapManager = "rbac-bootstrap"
+
+// EnsureBootstrapPolicy creates the default RBAC policy and reconciles it as upstream's
+// rbac/bootstrap-roles post-start hook does: missing objects are created; objects that carry the
+// autoupdate annotation get missing rules, subjects, labels and annotations added; nothing is
+// removed, and objects whose annotation is "false" are left alone. It needs the namespaces of the
+// namespaced defaults (EnsureNamespaces first).
+func (a *API) EnsureBootstrapPolicy(ctx context.Context) error {
+	for _, want := range bootstrappolicy.ClusterRoles() {
+		want := want
+		if err := a.reconcileDefault(ctx, "clusterroles", "", &want, func(cur runtime.Object) (runtime.Object, bool) {
+			return bootstrappolicy.ReconcileClusterRole(cur.(*rbacv1.ClusterRole), &want)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, want := range bootstrappolicy.ClusterRoleBindings() {
+		want := want
+		if err := a.reconcileDefault(ctx, "clusterrolebindings", "", &want, func(cur runtime.Object) (runtime.Object, bool) {
+			return bootstrappolicy.ReconcileClusterRoleBinding(cur.(*rbacv1.ClusterRoleBinding), &want)
+		}); err != nil {
+			return err
+		}
+	}
+	for ns, roles := range bootstrappolicy.NamespaceRoles() {
+		for _, want := range roles {
+			want := want
+			want.Namespace = ns
+			if err := a.reconcileDefault(ctx, "roles", ns, &want, func(cur runtime.Object) (runtime.Object, bool) {
+				return bootstrappolicy.ReconcileRole(cur.(*rbacv1.Role), &want)
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	for ns, bindings := range bootstrappolicy.NamespaceRoleBindings() {
+		for _, want := range bindings {
+			want := want
+			want.Namespace = ns
+			if err := a.reconcileDefault(ctx, "rolebindings", ns, &want, func(cur runtime.Object) (runtime.Object, bool) {
+				return bootstrappolicy.ReconcileRoleBinding(cur.(*rbacv1.RoleBinding), &want)
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reconcileDefault creates want if it is missing, or stores what reconcile makes of the current
+// object when that differs. Concurrent gateways reconcile with compare-and-swap: a conflict is
+// retried against the newer object.
+func (a *API) reconcileDefault(ctx context.Context, resource, namespace string, want runtime.Object, reconcile func(cur runtime.Object) (runtime.Object, bool)) error {
+	res, ok := a.reg.Resource(schema.GroupVersionResource{Group: rbacGroup, Version: "v1", Resource: resource})
+	if !ok {
+		// RBAC turned off with --runtime-config: nothing to bootstrap.
+		return nil
+	}
+	name := mustMeta(want).GetName()
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := a.getCurrent(ctx, res, namespace, name)
+		if apierrors.IsNotFound(err) {
+			obj := want.DeepCopyObject()
+			_, err = a.createObject(ctx, res, &writeRequest{obj: obj, meta: mustMeta(obj), manager: bootstrapManager})
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("creating %s %s: %w", resource, name, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		next, changed := reconcile(cur)
+		if !changed {
+			return nil
+		}
+		if roleRefOf(next) != roleRefOf(cur) {
+			// A binding's roleRef cannot change in place: upstream deletes and recreates it.
+			if _, _, err := a.deleteObject(ctx, res, namespace, name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("replacing %s %s: %w", resource, name, err)
+			}
+			continue
+		}
+		tracked, err := a.trackUpdate(res, "", cur, next, bootstrapManager)
+		if err != nil {
+			return err
+		}
+		if _, err := a.commitUpdate(ctx, res, tracked, cur, false); apierrors.IsConflict(err) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("reconciling %s %s: %w", resource, name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("reconciling %s %s: too many concurrent writers", resource, name)
+}
+
+// roleRefOf is the role a binding references (the zero value for roles).
+func roleRefOf(obj runtime.Object) rbacv1.RoleRef {
+	switch b := obj.(type) {
+	case *rbacv1.RoleBinding:
+		return b.RoleRef
+	case *rbacv1.ClusterRoleBinding:
+		return b.RoleRef
+	}
+	return rbacv1.RoleRef{}
+}

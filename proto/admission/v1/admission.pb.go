@@ -431,8 +431,12 @@ type AdmissionResponse struct {
 	// audit_annotations are added to the request's audit event (key: value).
 	AuditAnnotations map[string]string `protobuf:"bytes,4,rep,name=audit_annotations,json=auditAnnotations,proto3" json:"audit_annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Rejection        *Rejection        `protobuf:"bytes,5,opt,name=rejection,proto3" json:"rejection,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// interest_generation is the generation of the service's interest set when it answered
+	// (after any change this request made to it, such as a namespace's first ResourceQuota). Until
+	// the gateway has received a set at least this new, it asks for every write.
+	InterestGeneration uint64 `protobuf:"varint,6,opt,name=interest_generation,json=interestGeneration,proto3" json:"interest_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AdmissionResponse) Reset() {
@@ -498,6 +502,13 @@ func (x *AdmissionResponse) GetRejection() *Rejection {
 		return x.Rejection
 	}
 	return nil
+}
+
+func (x *AdmissionResponse) GetInterestGeneration() uint64 {
+	if x != nil {
+		return x.InterestGeneration
+	}
+	return 0
 }
 
 // Rejection is a refusal in the shape of a Status: code, reason, message, causes.
@@ -869,13 +880,14 @@ const file_admission_v1_admission_proto_rawDesc = "" +
 	"old_object\x18\f \x01(\fR\toldObject\x12\x18\n" +
 	"\aoptions\x18\r \x01(\fR\aoptions\x12/\n" +
 	"\x04user\x18\x0e \x01(\v2\x1b.platform.admission.v1.UserR\x04user\x12\x17\n" +
-	"\adry_run\x18\x0f \x01(\bR\x06dryRun\"\xd3\x02\n" +
+	"\adry_run\x18\x0f \x01(\bR\x06dryRun\"\x84\x03\n" +
 	"\x11AdmissionResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\fR\x06object\x12\x1a\n" +
 	"\bwarnings\x18\x03 \x03(\tR\bwarnings\x12k\n" +
 	"\x11audit_annotations\x18\x04 \x03(\v2>.platform.admission.v1.AdmissionResponse.AuditAnnotationsEntryR\x10auditAnnotations\x12>\n" +
-	"\trejection\x18\x05 \x01(\v2 .platform.admission.v1.RejectionR\trejection\x1aC\n" +
+	"\trejection\x18\x05 \x01(\v2 .platform.admission.v1.RejectionR\trejection\x12/\n" +
+	"\x13interest_generation\x18\x06 \x01(\x04R\x12interestGeneration\x1aC\n" +
 	"\x15AuditAnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x01\n" +

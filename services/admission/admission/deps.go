@@ -43,6 +43,8 @@ type Objects interface {
 type Store interface {
 	// GetResourceQuota reads a quota as stored now.
 	GetResourceQuota(ctx context.Context, namespace, name string) (*corev1.ResourceQuota, error)
+	// ListResourceQuotas reads a namespace's quotas as stored now.
+	ListResourceQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error)
 	// UpdateResourceQuotaStatus stores q's status if q's resourceVersion is still the stored one;
 	// otherwise it fails with an error for which IsConflict is true.
 	UpdateResourceQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error)

@@ -210,6 +210,22 @@ func (s *store) GetResourceQuota(ctx context.Context, namespace, name string) (*
 	return &q, nil
 }
 
+// ListResourceQuotas reads a namespace's quotas as stored now.
+func (s *store) ListResourceQuotas(ctx context.Context, namespace string) ([]corev1.ResourceQuota, error) {
+	resp, err := s.client.List(ctx, &storagev1.ListRequest{Type: &storagev1.ResourceType{Resource: "resourcequotas"}, Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]corev1.ResourceQuota, len(resp.GetItems()))
+	for i, item := range resp.GetItems() {
+		if err := storage.DecodeStored(item.GetValue(), &out[i]); err != nil {
+			return nil, fmt.Errorf("decoding resourcequotas %s/%s: %w", item.GetNamespace(), item.GetName(), err)
+		}
+		out[i].SetResourceVersion(strconv.FormatInt(item.GetResourceVersion(), 10))
+	}
+	return out, nil
+}
+
 // UpdateResourceQuotaStatus stores q (with its new status) if q's resourceVersion is the stored
 // one.
 func (s *store) UpdateResourceQuotaStatus(ctx context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {

@@ -88,12 +88,14 @@ func (s *Service) run(ctx context.Context, req *admissionv1.AdmissionRequest, mu
 	if err != nil {
 		return nil, err
 	}
+	signals := s.interest.signals()
 	if mutate {
 		err = s.chain.Admit(ctx, a)
 	} else {
 		err = s.chain.Validate(ctx, a)
 	}
-	resp := &admissionv1.AdmissionResponse{Allowed: err == nil, Warnings: a.Warnings(), AuditAnnotations: a.Annotations()}
+	resp := &admissionv1.AdmissionResponse{Allowed: err == nil, Warnings: a.Warnings(), AuditAnnotations: a.Annotations(),
+		InterestGeneration: s.interest.generationAfter(signals)}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
@@ -204,6 +206,40 @@ func (st *interestState) build(gen uint64) *admissionv1.InterestSet {
 	}
 	sort.Strings(set.Namespaces)
 	return set
+}
+
+// signals are the dynamic plugins' change channels now: generationAfter tells whether a request
+// run in between changed the interest.
+func (st *interestState) signals() []<-chan struct{} {
+	dyn := st.chain.Dynamic()
+	if len(dyn) == 0 {
+		return nil
+	}
+	out := make([]<-chan struct{}, len(dyn))
+	for i, d := range dyn {
+		out[i] = d.Changed()
+	}
+	return out
+}
+
+// generationAfter is the set's generation once the changes signalled since signals were taken
+// are in it (rebuilt here, synchronously, so that the answer that caused a change carries it).
+func (st *interestState) generationAfter(signals []<-chan struct{}) uint64 {
+	for _, ch := range signals {
+		select {
+		case <-ch:
+			st.refresh()
+			return st.generation()
+		default:
+		}
+	}
+	return st.generation()
+}
+
+func (st *interestState) generation() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.set.Generation
 }
 
 func (st *interestState) watch() (*admissionv1.InterestSet, <-chan struct{}) {

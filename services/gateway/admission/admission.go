@@ -50,6 +50,9 @@ type Client struct {
 	live bool
 	set  *admissionv1.InterestSet
 	ns   map[string]bool
+	// floor is the newest interest generation an answer of the service reported: until the set
+	// received is at least as new, every write is asked (a request may have just changed it).
+	floor uint64
 
 	calls *prometheus.CounterVec
 }
@@ -94,7 +97,7 @@ func (c *Client) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for {
+	for first := true; ; first = false {
 		set, err := stream.Recv()
 		if err != nil {
 			return err
@@ -105,6 +108,10 @@ func (c *Client) follow(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		c.set, c.ns, c.live = set, ns, true
+		if first {
+			// A new stream may be from a restarted service, whose generations start again.
+			c.floor = 0
+		}
 		c.mu.Unlock()
 	}
 }
@@ -113,9 +120,9 @@ func (c *Client) follow(ctx context.Context) error {
 // interest set is not known).
 func (c *Client) Interested(r Request) bool {
 	c.mu.RLock()
-	live, set, ns := c.live, c.set, c.ns
+	live, set, ns, floor := c.live, c.set, c.ns, c.floor
 	c.mu.RUnlock()
-	interested := !live || matches(set, ns, r)
+	interested := !live || set.GetGeneration() < floor || matches(set, ns, r)
 	if interested {
 		c.calls.WithLabelValues("asked").Inc()
 	} else {
@@ -197,13 +204,31 @@ func resourceMatches(pattern, resource, sub string) bool {
 // Admit runs the mutating phase.
 func (c *Client) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
 	resp, err := c.rpc.Admit(ctx, req)
+	c.observe(resp)
 	return resp, c.remoteError(ctx, err)
 }
 
 // Validate runs the validating phase.
 func (c *Client) Validate(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
 	resp, err := c.rpc.Validate(ctx, req)
+	c.observe(resp)
 	return resp, c.remoteError(ctx, err)
+}
+
+// observe raises the floor to the interest generation an answer reports.
+func (c *Client) observe(resp *admissionv1.AdmissionResponse) {
+	gen := resp.GetInterestGeneration()
+	c.mu.RLock()
+	behind := gen > c.floor
+	c.mu.RUnlock()
+	if !behind {
+		return
+	}
+	c.mu.Lock()
+	if gen > c.floor {
+		c.floor = gen
+	}
+	c.mu.Unlock()
 }
 
 func (c *Client) remoteError(ctx context.Context, err error) error {

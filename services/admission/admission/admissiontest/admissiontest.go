@@ -138,6 +138,15 @@ func (s *Store) GetResourceQuota(_ context.Context, ns, name string) (*corev1.Re
 	return q.DeepCopy(), nil
 }
 
+// ListResourceQuotas lists a namespace's quotas.
+func (s *Store) ListResourceQuotas(_ context.Context, ns string) ([]corev1.ResourceQuota, error) {
+	var out []corev1.ResourceQuota
+	for _, q := range s.Objects.ResourceQuotaList.List(ns) {
+		out = append(out, *q.DeepCopy())
+	}
+	return out, nil
+}
+
 // UpdateResourceQuotaStatus stores q's status if its resourceVersion is the stored one.
 func (s *Store) UpdateResourceQuotaStatus(_ context.Context, q *corev1.ResourceQuota) (*corev1.ResourceQuota, error) {
 	s.mu.Lock()

@@ -56,10 +56,13 @@ type Plugin struct {
 	log     *slog.Logger
 	limited []LimitedResource
 
-	locks   namespaceLocks
-	mu      sync.Mutex
-	latest  map[string]*corev1.ResourceQuota // ns/name: the quota as this plugin last stored it
-	changes changes
+	locks  namespaceLocks
+	mu     sync.Mutex
+	latest map[string]*corev1.ResourceQuota // ns/name: the quota as this plugin last stored it
+	// expected are namespaces whose first quota was admitted a moment ago (until the deadline):
+	// of interest at once, and read from storage while the lister has not seen the quota yet.
+	expected map[string]time.Time
+	changes  changes
 }
 
 var (
@@ -83,7 +86,7 @@ func New(deps admission.Deps, config []byte) (admission.Plugin, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Plugin{objects: deps.Objects, store: deps.Store, now: now, log: log, limited: c.LimitedResources,
-		latest: map[string]*corev1.ResourceQuota{}}, nil
+		latest: map[string]*corev1.ResourceQuota{}, expected: map[string]time.Time{}}, nil
 }
 
 // Name is the plugin's name.
@@ -107,7 +110,8 @@ func (p *Plugin) Interests() []admission.Interest {
 	return out
 }
 
-// Namespaces are the namespaces that have a ResourceQuota: every write there may be charged.
+// Namespaces are the namespaces that have a ResourceQuota, or had one admitted a moment ago:
+// every write there may be charged.
 func (p *Plugin) Namespaces() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -117,8 +121,45 @@ func (p *Plugin) Namespaces() []string {
 			out = append(out, q.Namespace)
 		}
 	}
+	p.mu.Lock()
+	now := p.now()
+	for ns, deadline := range p.expected {
+		switch {
+		case now.After(deadline):
+			delete(p.expected, ns)
+		case !seen[ns]:
+			seen[ns] = true
+			out = append(out, ns)
+		}
+	}
+	p.mu.Unlock()
 	sort.Strings(out)
 	return out
+}
+
+// expectWindow is how long a namespace whose quota was just admitted stays of interest without
+// the lister showing the quota (the create may still fail after admission; upstream's live
+// lookups are cached as long).
+const expectWindow = 30 * time.Second
+
+// expect makes ns of interest at once (the quota being created is not stored yet) and signals
+// the change synchronously, so that the answer to this very request carries it.
+func (p *Plugin) expect(ns string) {
+	p.mu.Lock()
+	_, known := p.expected[ns]
+	p.expected[ns] = p.now().Add(expectWindow)
+	p.mu.Unlock()
+	if !known {
+		p.changes.signal()
+	}
+}
+
+// isExpected tells whether a quota was admitted in ns a moment ago.
+func (p *Plugin) isExpected(ns string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	deadline, ok := p.expected[ns]
+	return ok && !p.now().After(deadline)
 }
 
 // OwnerReferences is false: owner references cost nothing.
@@ -131,6 +172,9 @@ func (p *Plugin) Changed() <-chan struct{} { return p.changes.channel() }
 // Validate checks the request against the namespace's quotas and charges it.
 func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	if a.Is("", "resourcequotas", "") && (a.Operation == admission.Create || a.Operation == admission.Delete) {
+		if a.Operation == admission.Create && !a.DryRun && a.Subresource == "" {
+			p.expect(a.Namespace)
+		}
 		p.changes.soon()
 	}
 	if a.Operation != admission.Create && a.Operation != admission.Update {
@@ -147,7 +191,7 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	if ev == nil || !ev.Handles(string(a.Operation)) {
 		return nil
 	}
-	if len(p.objects.ResourceQuotas().List(a.Namespace)) == 0 && len(p.limited) == 0 {
+	if len(p.objects.ResourceQuotas().List(a.Namespace)) == 0 && len(p.limited) == 0 && !p.isExpected(a.Namespace) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, evaluationTimeout)
@@ -157,13 +201,26 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 		return apierrors.NewInternalError(errors.New("resource quota evaluation timed out"))
 	}
 	defer unlock()
-	return p.charge(ctx, a, ev, p.current(a.Namespace))
+	quotas, err := p.current(ctx, a.Namespace)
+	if err != nil {
+		return statusError(err)
+	}
+	return p.charge(ctx, a, ev, quotas)
 }
 
 // current returns the namespace's quotas: the lister's, replaced by what this plugin stored
-// last where it did (the lister may not have seen that write yet).
-func (p *Plugin) current(ns string) []corev1.ResourceQuota {
+// last where it did (the lister may not have seen that write yet); read from storage when the
+// lister has none but a quota was admitted there a moment ago (as upstream's live lookup).
+func (p *Plugin) current(ctx context.Context, ns string) ([]corev1.ResourceQuota, error) {
 	listed := p.objects.ResourceQuotas().List(ns)
+	if len(listed) == 0 && p.isExpected(ns) {
+		live, err := p.store.ListResourceQuotas(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(live, func(i, j int) bool { return live[i].Name < live[j].Name })
+		return live, nil
+	}
 	sort.Slice(listed, func(i, j int) bool { return listed[i].Name < listed[j].Name })
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -176,7 +233,7 @@ func (p *Plugin) current(ns string) []corev1.ResourceQuota {
 		delete(p.latest, ns+"/"+q.Name)
 		out = append(out, *q.DeepCopy())
 	}
-	return out
+	return out, nil
 }
 
 func (p *Plugin) remember(q *corev1.ResourceQuota) {

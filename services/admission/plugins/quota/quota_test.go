@@ -671,3 +671,54 @@ func TestRegister(t *testing.T) {
 		t.Error("ResourceQuota must not mutate (upstream's is validating)")
 	}
 }
+
+// liveStore answers ListResourceQuotas with quotas the listers have not seen yet.
+type liveStore struct {
+	admission.Store
+	live []corev1.ResourceQuota
+}
+
+func (s *liveStore) ListResourceQuotas(context.Context, string) ([]corev1.ResourceQuota, error) {
+	return s.live, nil
+}
+
+// A namespace's first quota makes the namespace of interest synchronously (the answer to that
+// very request carries the change), and until the lister shows the quota, writes there are
+// checked against the quotas read from storage, as upstream's live lookup; a dry-run create
+// changes nothing.
+func TestFirstQuotaOfNamespace(t *testing.T) {
+	objs := &admissiontest.Objects{}
+	store := &liveStore{Store: admissiontest.Deps(objs, nil).Store}
+	p := newPlugin(t, objs, store, "")
+	quota := attrs(admission.Create, "", "resourcequotas", rq("q", list("pods", "1"), nil), nil)
+	quota.DryRun = true
+	changed := p.Changed()
+	if err := p.Validate(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Namespaces()) != 0 {
+		t.Fatalf("a dry-run quota made %v of interest", p.Namespaces())
+	}
+	create := attrs(admission.Create, "", "pods", pod("p"), nil)
+	if err := p.Validate(context.Background(), create); err != nil {
+		t.Fatalf("a namespace without quotas: %v", err)
+	}
+
+	quota.DryRun = false
+	if err := p.Validate(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed was not signalled before Validate returned")
+	}
+	if got := strings.Join(p.Namespaces(), ","); got != ns {
+		t.Fatalf("Namespaces() = %q right after the first quota, want %s", got, ns)
+	}
+	store.live = []corev1.ResourceQuota{*rq("q", list("pods", "1"), list("pods", "1"))}
+	err := p.Validate(context.Background(), attrs(admission.Create, "", "pods", pod("p"), nil))
+	if err == nil || !strings.Contains(err.Error(), "exceeded quota: q") {
+		t.Fatalf("a create over the stored quota the lister has not seen: %v", err)
+	}
+}

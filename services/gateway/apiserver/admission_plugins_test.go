@@ -9,6 +9,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"platform.io/libs/naming"
 	admissionserver "platform.io/services/admission/server"
+	authz "platform.io/services/authz/server"
 	"platform.io/services/gateway/gatewaytest"
 	"platform.io/services/gateway/server"
 )
@@ -348,4 +351,160 @@ func csrPEM(t *testing.T, cn string, orgs ...string) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+// TestOptionalAdmissionPluginsThroughGateway: the plugins off by default, enabled by flag and
+// configured through the AdmissionConfiguration file, one case each through the gateway.
+// (ImagePolicyWebhook needs a backend: its package tests it against a real HTTPS one.)
+func TestOptionalAdmissionPluginsThroughGateway(t *testing.T) {
+	dir := t.TempDir()
+	configFile := filepath.Join(dir, "admission.yaml")
+	config := `apiVersion: apiserver.config.` + naming.GroupSuffix + `/v1
+kind: AdmissionConfiguration
+plugins:
+- name: EventRateLimit
+  configuration:
+    apiVersion: eventratelimit.admission.` + naming.GroupSuffix + `/v1alpha1
+    kind: Configuration
+    limits:
+    - type: Namespace
+      qps: 1
+      burst: 2
+      cacheSize: 10
+`
+	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := gatewaytest.Start(t, gatewaytest.Options{ConfigureAdmission: func(c *admissionserver.Config) {
+		c.EnablePlugins = []string{"AlwaysPullImages", "DenyServiceExternalIPs", "ExtendedResourceToleration", "LimitPodHardAntiAffinityTopology",
+			"PodNodeSelector", "PodTolerationRestriction", "SecurityContextDeny", "NamespaceAutoProvision", "NamespaceExists", "NodeRestriction", "EventRateLimit", "AlwaysAdmit"}
+		c.ConfigFile = configFile
+	}})
+
+	t.Run("NamespaceAutoProvision", func(t *testing.T) {
+		must(t, do(t, e, "POST", "/api/v1/namespaces/auto/configmaps", configMap("c", nil)), http.StatusCreated)
+		must(t, do(t, e, "GET", "/api/v1/namespaces/auto", nil), http.StatusOK)
+	})
+
+	createNamespace(t, e, "opt", nil)
+	const pods = "/api/v1/namespaces/opt/pods"
+	t.Run("AlwaysPullImages and ExtendedResourceToleration", func(t *testing.T) {
+		got := must(t, do(t, e, "POST", pods, pod("gpu", func(s map[string]any) {
+			s["containers"] = []any{map[string]any{"name": "c", "image": "nginx", "imagePullPolicy": "IfNotPresent",
+				"resources": map[string]any{"limits": map[string]any{"example.com/gpu": "1"}, "requests": map[string]any{"example.com/gpu": "1"}}}}
+		})), http.StatusCreated)
+		if p := path(path(got, "spec.containers").([]any)[0].(map[string]any), "imagePullPolicy"); p != "Always" {
+			t.Errorf("AlwaysPullImages: %v", p)
+		}
+		if tol := fmt.Sprint(path(got, "spec.tolerations")); !strings.Contains(tol, "example.com/gpu") {
+			t.Errorf("ExtendedResourceToleration: %s", tol)
+		}
+	})
+	t.Run("LimitPodHardAntiAffinityTopology", func(t *testing.T) {
+		r := do(t, e, "POST", pods, pod("spread", func(s map[string]any) {
+			s["affinity"] = map[string]any{"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{
+				map[string]any{"topologyKey": "zone", "labelSelector": map[string]any{"matchLabels": map[string]any{"app": "x"}}}}}}
+		}))
+		if msg := r.status(t, http.StatusForbidden, "Forbidden"); !strings.Contains(msg, "has TopologyKey zone") {
+			t.Errorf("anti-affinity on zone: %q", msg)
+		}
+	})
+	t.Run("SecurityContextDeny", func(t *testing.T) {
+		do(t, e, "POST", pods, pod("root", func(s map[string]any) { s["securityContext"] = map[string]any{"runAsUser": 0} })).status(t, http.StatusForbidden, "Forbidden")
+	})
+	t.Run("PodNodeSelector and PodTolerationRestriction", func(t *testing.T) {
+		must(t, do(t, e, "POST", "/api/v1/namespaces", map[string]any{"metadata": map[string]any{"name": "prod", "annotations": map[string]any{
+			naming.NamespaceNodeSelectorAnnotation:       "env=prod",
+			naming.NamespaceDefaultTolerationsAnnotation: `[{"key":"dedicated","operator":"Equal","value":"prod","effect":"NoSchedule"}]`,
+		}}}), http.StatusCreated)
+		got := seen(t, e, "the namespace's annotations", "/api/v1/namespaces/prod/pods", pod("p"),
+			func(m map[string]any) bool { return path(m, "spec.nodeSelector.env") != nil })
+		if path(got, "spec.nodeSelector.env") != "prod" || !strings.Contains(fmt.Sprint(path(got, "spec.tolerations")), "dedicated") {
+			t.Errorf("node selector %v, tolerations %v", path(got, "spec.nodeSelector"), path(got, "spec.tolerations"))
+		}
+		do(t, e, "POST", "/api/v1/namespaces/prod/pods", pod("dev", func(s map[string]any) { s["nodeSelector"] = map[string]any{"env": "dev"} })).
+			status(t, http.StatusForbidden, "Forbidden")
+	})
+	t.Run("DenyServiceExternalIPs", func(t *testing.T) {
+		svc := map[string]any{"metadata": map[string]any{"name": "web"}, "spec": map[string]any{
+			"ports": []any{map[string]any{"port": 80}}, "externalIPs": []any{"192.0.2.1"}}}
+		msg := do(t, e, "POST", "/api/v1/namespaces/opt/services", svc).status(t, http.StatusForbidden, "Forbidden")
+		if !strings.Contains(msg, "Use of external IPs is denied by admission control") {
+			t.Errorf("external IPs: %q", msg)
+		}
+	})
+	t.Run("NodeRestriction", func(t *testing.T) {
+		node := e.Client("system:node:n1", "system:nodes")
+		must(t, call(t, node, e, "POST", "/api/v1/nodes", map[string]any{"metadata": map[string]any{"name": "n1"}}), http.StatusCreated)
+		msg := call(t, node, e, "POST", "/api/v1/nodes", map[string]any{"metadata": map[string]any{"name": "n2"}}).status(t, http.StatusForbidden, "Forbidden")
+		if !strings.Contains(msg, "n2") {
+			t.Errorf("a node creating another: %q", msg)
+		}
+	})
+	t.Run("EventRateLimit", func(t *testing.T) {
+		event := func(name string) map[string]any {
+			return map[string]any{"metadata": map[string]any{"name": name}, "involvedObject": map[string]any{"kind": "Pod", "name": "p", "namespace": "opt"},
+				"reason": "Test", "message": "m", "type": "Normal"}
+		}
+		// A burst of 2 refilled at 1/s: ten quick creates cannot all pass.
+		created, limited := 0, 0
+		for i := range 10 {
+			r := do(t, e, "POST", "/api/v1/namespaces/opt/events", event(fmt.Sprint("e", i)))
+			if r.code == http.StatusCreated {
+				created++
+				continue
+			}
+			r.status(t, http.StatusTooManyRequests, "TooManyRequests")
+			limited++
+		}
+		if created < 2 || limited == 0 {
+			t.Errorf("created %d, limited %d", created, limited)
+		}
+		// Another namespace has its own bucket.
+		createNamespace(t, e, "other", nil)
+		must(t, do(t, e, "POST", "/api/v1/namespaces/other/events", event("e0")), http.StatusCreated)
+	})
+}
+
+// TestAlwaysDenyAndOwnerReferencesThroughGateway: AlwaysDeny refuses every write; with RBAC,
+// OwnerReferencesPermissionEnforcement lets only users who may delete an object change its owner
+// references.
+func TestAlwaysDenyAndOwnerReferencesThroughGateway(t *testing.T) {
+	deny := gatewaytest.Start(t, gatewaytest.Options{ConfigureAdmission: func(c *admissionserver.Config) {
+		c.EnablePlugins = []string{"AlwaysDeny"}
+	}})
+	do(t, deny, "POST", "/api/v1/namespaces/default/configmaps", configMap("c", nil)).status(t, http.StatusForbidden, "Forbidden")
+	must(t, do(t, deny, "GET", "/api/v1/namespaces/default/configmaps", nil), http.StatusOK)
+
+	e := gatewaytest.Start(t, gatewaytest.Options{
+		ConfigureAuthz:     func(c *authz.Config) { c.Modes = []string{authz.ModeRBAC} },
+		ConfigureAdmission: func(c *admissionserver.Config) { c.EnablePlugins = []string{"OwnerReferencesPermissionEnforcement"} },
+	})
+	must(t, do(t, e, "POST", "/apis/rbac.authorization."+naming.GroupSuffix+"/v1/namespaces/default/roles", map[string]any{
+		"metadata": map[string]any{"name": "no-delete"},
+		"rules":    []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"get", "create", "update", "patch"}}},
+	}), http.StatusCreated)
+	must(t, do(t, e, "POST", "/apis/rbac.authorization."+naming.GroupSuffix+"/v1/namespaces/default/rolebindings", map[string]any{
+		"metadata": map[string]any{"name": "bob"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization." + naming.GroupSuffix, "kind": "Role", "name": "no-delete"},
+		"subjects": []any{map[string]any{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization." + naming.GroupSuffix}},
+	}), http.StatusCreated)
+	bob := e.Client("bob")
+	owner := must(t, do(t, e, "POST", "/api/v1/namespaces/default/configmaps", configMap("owner", nil)), http.StatusCreated)
+	withOwner := configMap("owned", nil)
+	withOwner["metadata"].(map[string]any)["ownerReferences"] = []any{map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": path(owner, "metadata.uid")}}
+	waitFor(t, "bob's role to be enforced", func() bool {
+		return call(t, bob, e, "GET", "/api/v1/namespaces/default/configmaps/owner", nil).code == http.StatusOK
+	})
+	// Creating with owner references is allowed (nothing to change yet); changing them is not.
+	must(t, call(t, bob, e, "POST", "/api/v1/namespaces/default/configmaps", configMap("plain", nil)), http.StatusCreated)
+	msg := call(t, bob, e, "PATCH", "/api/v1/namespaces/default/configmaps/plain", map[string]any{"metadata": map[string]any{"ownerReferences": path(withOwner, "metadata.ownerReferences")}},
+		"Content-Type", "application/merge-patch+json").status(t, http.StatusForbidden, "Forbidden")
+	if !strings.Contains(msg, "cannot set an ownerRef on a resource you can't delete") {
+		t.Errorf("owner references without delete: %q", msg)
+	}
+	// The admin may.
+	must(t, do(t, e, "PATCH", "/api/v1/namespaces/default/configmaps/plain", map[string]any{"metadata": map[string]any{"ownerReferences": path(withOwner, "metadata.ownerReferences")}},
+		"Content-Type", "application/merge-patch+json"), http.StatusOK)
 }

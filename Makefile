@@ -23,9 +23,9 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout=15m $(PKGS)
 
-## bench: the Go benchmarks (storage gRPC API and backends, gateway hot paths).
+## bench: the Go benchmarks (storage gRPC API and backends, gateway hot paths, authn, authz and admission).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchtime=$${BENCHTIME:-5s} -count=$${COUNT:-1} ./services/storage/... ./services/gateway/...
+	$(GO) test -run='^$$' -bench=. -benchtime=$${BENCHTIME:-5s} -count=$${COUNT:-1} ./services/storage/... ./services/gateway/... ./services/authn/... ./services/authz/... ./services/admission/...
 
 ## load: the API load tool against a split stack and the all-in-one (see docs/benchmarks.md).
 load:

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,12 @@ func validateKind(res *registry.Resource, obj, old runtime.Object) error {
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		prev, _ := old.(*admissionregistrationv1.ValidatingWebhookConfiguration)
 		errs = webhookvalidation.ValidateValidatingWebhookConfiguration(o, prev)
+	case *certificatesv1.CertificateSigningRequest:
+		if prev, ok := old.(*certificatesv1.CertificateSigningRequest); ok {
+			errs = validateCSRUpdate(o, prev)
+		} else {
+			errs = validateCSRCreate(o)
+		}
 	case *unstructured.Unstructured:
 		if isCustom(res) {
 			errs = validateCustom(res, o, old)

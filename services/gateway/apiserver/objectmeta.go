@@ -1,12 +1,14 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -31,8 +33,9 @@ const generateNameSuffixLength = 5
 
 // prepareCreate sets the system fields of a new object (uid, creationTimestamp, generation) and
 // clears those a client may not set (deletion fields, status of kinds whose status is a
-// subresource), so none can be forged.
-func (a *API) prepareCreate(res *registry.Resource, obj runtime.Object, m metav1.Object) {
+// subresource), so none can be forged. ctx carries the requesting user, which some kinds record
+// (a CertificateSigningRequest's requestor).
+func (a *API) prepareCreate(ctx context.Context, res *registry.Resource, obj runtime.Object, m metav1.Object) {
 	m.SetUID(types.UID(uuid.NewString()))
 	m.SetCreationTimestamp(metav1.NewTime(a.now().Truncate(time.Second)))
 	m.SetDeletionTimestamp(nil)
@@ -61,6 +64,9 @@ func (a *API) prepareCreate(res *registry.Resource, obj runtime.Object, m metav1
 	if c, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
 		prepareCRD(c, true)
 	}
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+		prepareCSRCreate(ctx, csr)
+	}
 	if ns, ok := obj.(*corev1.Namespace); ok {
 		// A new namespace is Active and carries the finalizer the lifecycle controller removes.
 		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
@@ -81,6 +87,11 @@ func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runti
 	curMeta := mustMeta(cur)
 	if u, ok := newObj.(*unstructured.Unstructured); ok && isCustom(res) {
 		return prepareCustomUpdate(res, subresource, u, cur.(*unstructured.Unstructured))
+	}
+	if csr, ok := newObj.(*certificatesv1.CertificateSigningRequest); ok {
+		if out, handled := prepareCSRUpdate(subresource, csr, cur.(*certificatesv1.CertificateSigningRequest), time.Now()); handled {
+			return out, nil
+		}
 	}
 	switch subresource {
 	case "status":

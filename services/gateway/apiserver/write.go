@@ -172,7 +172,7 @@ func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writ
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		a.prepareCreate(res, wr.obj, wr.meta)
+		a.prepareCreate(ctx, res, wr.obj, wr.meta)
 		if !wr.tracked {
 			live := res.New()
 			live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())

@@ -36,6 +36,9 @@ type kindInfo struct {
 	scale bool
 	// token kinds have the token subresource (a TokenRequest: service accounts).
 	token bool
+	// approval kinds have the approval subresource (the Approved and Denied conditions of
+	// certificate signing requests).
+	approval bool
 }
 
 // catalogEntry is one upstream group version that the gateway serves under Platform's group name.
@@ -95,7 +98,7 @@ var catalog = []catalogEntry{
 	}},
 	{upstream: rbacv1.SchemeGroupVersion, install: rbacv1.AddToScheme, defaultOn: true},
 	{upstream: certificatesv1.SchemeGroupVersion, install: certificatesv1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{
-		"CertificateSigningRequest": {shortNames: []string{"csr"}},
+		"CertificateSigningRequest": {shortNames: []string{"csr"}, approval: true},
 	}},
 	{upstream: coordinationv1.SchemeGroupVersion, install: coordinationv1.AddToScheme, defaultOn: true},
 	{upstream: eventsv1.SchemeGroupVersion, install: eventsv1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{

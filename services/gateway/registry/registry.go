@@ -349,6 +349,9 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 		if info.token {
 			res.Subresources = append(res.Subresources, "token")
 		}
+		if info.approval {
+			res.Subresources = append(res.Subresources, "approval")
+		}
 		served.Resources = append(served.Resources, res)
 		r.byGVR[res.GroupVersionResource] = res
 		r.byType[res.goType] = res

@@ -473,6 +473,8 @@ func TestControllersRole(t *testing.T) {
 		{"CSR approval", "update", cert, "certificatesigningrequests/approval", "", true},
 		{"CSR signing", "update", cert, "certificatesigningrequests/status", "", true},
 		{"CSR clean-up", "delete", cert, "certificatesigningrequests", "", true},
+		{"csrcleaner: list requests", "list", cert, "certificatesigningrequests", "", true},
+		{"csrcleaner: watch requests", "watch", cert, "certificatesigningrequests", "", true},
 		{"approve for a built-in signer", "approve", cert, "signers", naming.SignerAPIServerClientKubelet, true},
 		{"sign for a built-in signer", "sign", cert, "signers", naming.SignerAPIServerClient, true},
 		{"not for other signers", "sign", cert, "signers", "example.com/custom", false},

@@ -11,24 +11,28 @@ import (
 )
 
 func TestEnabled(t *testing.T) {
-	all := []string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "tokencleaner", "bootstrapsigner"}
+	all := []string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner", "tokencleaner", "bootstrapsigner"}
 	cases := []struct {
 		name        string
 		controllers []string
 		want        []string
 	}{
-		{"upstream: * is the default set (tokencleaner and bootstrapsigner off)", []string{"*"},
-			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation"}},
+		{"upstream: * is the default set (csrcleaner on; tokencleaner and bootstrapsigner off)", []string{"*"},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner"}},
 		{"spec: --controllers=*,tokencleaner enables the cleaner", []string{"*", "tokencleaner"},
-			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "tokencleaner"}},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner", "tokencleaner"}},
 		{"upstream: -name disables one of the default set", []string{"*", "-namespace"},
-			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation"}},
+			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrcleaner"}},
+		{"upstream: -csrcleaner turns the CSR cleaner off", []string{"*", "-csrcleaner"},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation"}},
 		{"upstream: without * only the named controllers run", []string{"bootstrapsigner", "namespace"},
 			[]string{"namespace", "bootstrapsigner"}},
 		{"upstream: the first entry naming a controller decides", []string{"-namespace", "namespace", "*"},
-			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation"}},
+			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrcleaner"}},
 		{"upstream 1.28+: the -controller names are aliases", []string{"*", "-namespace-controller", "token-cleaner-controller"},
-			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "tokencleaner"}},
+			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrcleaner", "tokencleaner"}},
+		{"upstream 1.28+: certificatesigningrequest-cleaner-controller is csrcleaner", []string{"-certificatesigningrequest-cleaner-controller", "*"},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation"}},
 		{"upstream: an empty list runs nothing", []string{}, nil},
 	}
 	for _, tc := range cases {

@@ -23,11 +23,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -38,6 +41,7 @@ import (
 	"platform.io/services/controllers/bootstrapsigner"
 	"platform.io/services/controllers/bootstraptoken"
 	"platform.io/services/controllers/clusterroleaggregation"
+	"platform.io/services/controllers/csrcleaner"
 	"platform.io/services/controllers/metrics"
 	"platform.io/services/controllers/namespace"
 	"platform.io/services/controllers/resourcequota"
@@ -62,6 +66,7 @@ var workers = map[string]int{
 	clusterroleaggregation.Name: 5,
 	resourcequota.Name:          resourcequota.DefaultWorkers,
 	rootcacertpublisher.Name:    rootcacertpublisher.DefaultWorkers,
+	csrcleaner.Name:             1,
 	tokencleaner.Name:           1,
 	bootstrapsigner.Name:        1,
 }
@@ -253,7 +258,10 @@ func (m *Manager) build(ca []byte, server string, generator serviceaccounttoken.
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", naming.RootCAConfigMap).String()
 		}))
-	m.factories = []informers.SharedInformerFactory{shared, tokenSecrets, bootstrapSecrets, clusterInfo, rootCAConfigMaps}
+	// CertificateSigningRequests of certificates.platform.io: client-go's typed informer would
+	// reach certificates.k8s.io, so the factory gets csrcleaner's (built on first use only).
+	csrs := informers.NewSharedInformerFactory(kube, resyncPeriod)
+	m.factories = []informers.SharedInformerFactory{shared, tokenSecrets, bootstrapSecrets, clusterInfo, rootCAConfigMaps, csrs}
 
 	log := m.log
 	for _, k := range Known {
@@ -303,6 +311,19 @@ func (m *Manager) build(ca []byte, server string, generator serviceaccounttoken.
 				continue
 			}
 			c, err := rootcacertpublisher.New(kube, shared.Core().V1().Namespaces(), rootCAConfigMaps.Core().V1().ConfigMaps(), ca, rootcacertpublisher.Options{Metrics: m.metrics, Log: clog})
+			if err != nil {
+				return err
+			}
+			run = c.Run
+		case csrcleaner.Name:
+			client, err := csrcleaner.NewClient(m.clients.Config)
+			if err != nil {
+				return err
+			}
+			inf := csrs.InformerFor(&certificatesv1.CertificateSigningRequest{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+				return csrcleaner.NewInformer(client, resync)
+			})
+			c, err := csrcleaner.New(client, inf, csrcleaner.Options{Metrics: m.metrics, Log: clog})
 			if err != nil {
 				return err
 			}

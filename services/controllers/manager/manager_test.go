@@ -2,9 +2,15 @@ package manager_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -28,6 +35,7 @@ import (
 
 	"platform.io/libs/naming"
 	"platform.io/services/controllers/bootstraptoken"
+	"platform.io/services/controllers/csrcleaner"
 	"platform.io/services/controllers/internal/testenv"
 	"platform.io/services/controllers/manager"
 	"platform.io/services/controllers/serviceaccount"
@@ -314,7 +322,7 @@ func TestControllersSelection(t *testing.T) {
 // With RBAC as the only authorization mode, the default policy's grants to
 // naming.ControllerManagerUser are all the controllers get: every controller must still do its
 // work (leader Lease, accounts, token Secrets and account references, aggregation, bootstrap
-// tokens, cluster-info, namespace deletion).
+// tokens, cluster-info, stale certificate signing requests, namespace deletion).
 func TestDefaultPolicyGrantsTheControllers(t *testing.T) {
 	env := testenv.StartRBAC(t)
 	cfg := config(env.Config, "rbac-replica", "*", "tokencleaner", "bootstrapsigner")
@@ -391,6 +399,12 @@ func TestDefaultPolicyGrantsTheControllers(t *testing.T) {
 		return cm.Data[bootstraptoken.JWSSignaturePrefix+"sign12"] != "", fmt.Sprint(len(cm.Data), " keys")
 	})
 
+	csrs := staleDeniedCSR(t, env, "rbac-denied")
+	testenv.Eventually(t, bound, "csrcleaner: request denied 2h ago deleted", func() (bool, string) {
+		err := csrs.Get().Resource(csrcleaner.Resource).Name("rbac-denied").Do(ctx).Error()
+		return apierrors.IsNotFound(err), testenv.Short(err)
+	})
+
 	if _, err := core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -410,4 +424,41 @@ func TestDefaultPolicyGrantsTheControllers(t *testing.T) {
 	if n := metric(t, m.Metrics(), "controller_sync_errors_total", "controller", "namespace"); n != 0 {
 		t.Errorf("namespace sync errors: %v", n)
 	}
+}
+
+// staleDeniedCSR creates a request (as an admin) and denies it with a condition set 2 hours ago,
+// so the CSR cleaner may delete it at once; it returns the admin's certificates client.
+func staleDeniedCSR(t *testing.T, env *testenv.Env, name string) rest.Interface {
+	t.Helper()
+	client, err := csrcleaner.NewClient(env.Admin.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: "example.com/manager-test",
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth},
+		},
+	}
+	ctx := context.Background()
+	if err := client.Post().Resource(csrcleaner.Resource).Body(csr).Do(ctx).Into(csr); err != nil {
+		t.Fatal(err)
+	}
+	then := metav1.NewTime(time.Now().Add(-2 * time.Hour))
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue,
+		Reason: "Test", LastUpdateTime: then, LastTransitionTime: then}}
+	if err := client.Put().Resource(csrcleaner.Resource).Name(name).SubResource("approval").Body(csr).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	return client
 }

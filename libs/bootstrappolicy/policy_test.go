@@ -284,6 +284,29 @@ func TestClusterRoleBindingSubjects(t *testing.T) {
 	}
 }
 
+// Upstream binds the node client roles to nobody by default (kubeadm binds nodeclient to
+// system:bootstrappers and selfnodeclient to system:nodes): the default policy approves no node
+// client request on its own.
+func TestNodeClientRolesUnbound(t *testing.T) {
+	cert := naming.Group("certificates.k8s.io")
+	for _, b := range ClusterRoleBindings() {
+		switch b.RoleRef.Name {
+		case "system:" + cert + ":certificatesigningrequests:nodeclient", "system:" + cert + ":certificatesigningrequests:selfnodeclient":
+			t.Errorf("default ClusterRoleBinding %s binds %s", b.Name, b.RoleRef.Name)
+		}
+	}
+	for name, r := range clusterRolesByName(t) {
+		if name == ClusterAdmin {
+			continue
+		}
+		for _, sub := range []string{"certificatesigningrequests/nodeclient", "certificatesigningrequests/selfnodeclient"} {
+			if allows(r.Rules, "create", cert, sub, "") && r.Name != "system:"+cert+":"+strings.ReplaceAll(sub, "/", ":") {
+				t.Errorf("ClusterRole %s grants create on %s", name, sub)
+			}
+		}
+	}
+}
+
 // Upstream's aggregated user-facing roles: admin ⊇ edit ⊇ view, each filled from the
 // system:aggregate-to-* roles through its aggregationRule and labels.
 func TestAggregatedRoles(t *testing.T) {
@@ -476,6 +499,11 @@ func TestControllersRole(t *testing.T) {
 		{"csrcleaner: list requests", "list", cert, "certificatesigningrequests", "", true},
 		{"csrcleaner: watch requests", "watch", cert, "certificatesigningrequests", "", true},
 		{"approve for a built-in signer", "approve", cert, "signers", naming.SignerAPIServerClientKubelet, true},
+		{"csrapproving: watch requests", "watch", cert, "certificatesigningrequests", "", true},
+		{"csrapproving: access reviews of the requesters", "create", naming.Group("authorization.k8s.io"), "subjectaccessreviews", "", true},
+		{"csrapproving: approval", "update", cert, "certificatesigningrequests/approval", "", true},
+		{"csrapproving: approve for the kubelet client signer", "approve", cert, "signers", naming.SignerAPIServerClientKubelet, true},
+		{"csrapproving: no node client certificates for itself", "create", cert, "certificatesigningrequests/nodeclient", "", false},
 		{"sign for a built-in signer", "sign", cert, "signers", naming.SignerAPIServerClient, true},
 		{"not for other signers", "sign", cert, "signers", "example.com/custom", false},
 		{"events", "patch", core, "events", "", true},

@@ -15,6 +15,7 @@ import (
 	"platform.io/libs/service"
 	"platform.io/services/controllers/bootstrapsigner"
 	"platform.io/services/controllers/clusterroleaggregation"
+	"platform.io/services/controllers/csrapproving"
 	"platform.io/services/controllers/csrcleaner"
 	"platform.io/services/controllers/namespace"
 	"platform.io/services/controllers/resourcequota"
@@ -38,6 +39,7 @@ var Known = []ControllerInfo{
 	{clusterroleaggregation.Name, true},
 	{resourcequota.Name, true},
 	{rootcacertpublisher.Name, true},
+	{csrapproving.Name, true},
 	{csrcleaner.Name, true},
 	{tokencleaner.Name, false},
 	{bootstrapsigner.Name, false},
@@ -46,15 +48,16 @@ var Known = []ControllerInfo{
 // aliases are the names upstream's controller manager gives the same controllers since 1.28
 // (the short names above are its older names, still accepted upstream and used by the spec).
 var aliases = map[string]string{
-	"serviceaccount-controller":                    serviceaccount.Name,
-	"serviceaccount-token-controller":              serviceaccounttoken.Name,
-	"namespace-controller":                         namespace.Name,
-	"clusterrole-aggregation-controller":           clusterroleaggregation.Name,
-	"resourcequota-controller":                     resourcequota.Name,
-	"root-ca-certificate-publisher-controller":     rootcacertpublisher.Name,
-	"certificatesigningrequest-cleaner-controller": csrcleaner.Name,
-	"token-cleaner-controller":                     tokencleaner.Name,
-	"bootstrap-signer-controller":                  bootstrapsigner.Name,
+	"serviceaccount-controller":                      serviceaccount.Name,
+	"serviceaccount-token-controller":                serviceaccounttoken.Name,
+	"namespace-controller":                           namespace.Name,
+	"clusterrole-aggregation-controller":             clusterroleaggregation.Name,
+	"resourcequota-controller":                       resourcequota.Name,
+	"root-ca-certificate-publisher-controller":       rootcacertpublisher.Name,
+	"certificatesigningrequest-approving-controller": csrapproving.Name,
+	"certificatesigningrequest-cleaner-controller":   csrcleaner.Name,
+	"token-cleaner-controller":                       tokencleaner.Name,
+	"bootstrap-signer-controller":                    bootstrapsigner.Name,
 }
 
 // LeaseName is the name of the leader Lease (upstream kube-controller-manager).

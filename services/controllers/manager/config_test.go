@@ -11,28 +11,32 @@ import (
 )
 
 func TestEnabled(t *testing.T) {
-	all := []string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner", "tokencleaner", "bootstrapsigner"}
+	all := []string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrapproving", "csrcleaner", "tokencleaner", "bootstrapsigner"}
 	cases := []struct {
 		name        string
 		controllers []string
 		want        []string
 	}{
-		{"upstream: * is the default set (csrcleaner on; tokencleaner and bootstrapsigner off)", []string{"*"},
-			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner"}},
+		{"upstream: * is the default set (csrapproving and csrcleaner on; tokencleaner and bootstrapsigner off)", []string{"*"},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrapproving", "csrcleaner"}},
 		{"spec: --controllers=*,tokencleaner enables the cleaner", []string{"*", "tokencleaner"},
-			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner", "tokencleaner"}},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrapproving", "csrcleaner", "tokencleaner"}},
 		{"upstream: -name disables one of the default set", []string{"*", "-namespace"},
-			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrcleaner"}},
+			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrapproving", "csrcleaner"}},
 		{"upstream: -csrcleaner turns the CSR cleaner off", []string{"*", "-csrcleaner"},
-			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation"}},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrapproving"}},
+		{"upstream: -csrapproving turns automatic approval off", []string{"*", "-csrapproving"},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner"}},
+		{"upstream 1.28+: certificatesigningrequest-approving-controller is csrapproving", []string{"-certificatesigningrequest-approving-controller", "*"},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrcleaner"}},
 		{"upstream: without * only the named controllers run", []string{"bootstrapsigner", "namespace"},
 			[]string{"namespace", "bootstrapsigner"}},
 		{"upstream: the first entry naming a controller decides", []string{"-namespace", "namespace", "*"},
-			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrcleaner"}},
+			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrapproving", "csrcleaner"}},
 		{"upstream 1.28+: the -controller names are aliases", []string{"*", "-namespace-controller", "token-cleaner-controller"},
-			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrcleaner", "tokencleaner"}},
+			[]string{"serviceaccount", "serviceaccount-token", "clusterrole-aggregation", "csrapproving", "csrcleaner", "tokencleaner"}},
 		{"upstream 1.28+: certificatesigningrequest-cleaner-controller is csrcleaner", []string{"-certificatesigningrequest-cleaner-controller", "*"},
-			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation"}},
+			[]string{"serviceaccount", "serviceaccount-token", "namespace", "clusterrole-aggregation", "csrapproving"}},
 		{"upstream: an empty list runs nothing", []string{}, nil},
 	}
 	for _, tc := range cases {

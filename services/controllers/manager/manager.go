@@ -41,6 +41,7 @@ import (
 	"platform.io/services/controllers/bootstrapsigner"
 	"platform.io/services/controllers/bootstraptoken"
 	"platform.io/services/controllers/clusterroleaggregation"
+	"platform.io/services/controllers/csrapproving"
 	"platform.io/services/controllers/csrcleaner"
 	"platform.io/services/controllers/metrics"
 	"platform.io/services/controllers/namespace"
@@ -66,6 +67,7 @@ var workers = map[string]int{
 	clusterroleaggregation.Name: 5,
 	resourcequota.Name:          resourcequota.DefaultWorkers,
 	rootcacertpublisher.Name:    rootcacertpublisher.DefaultWorkers,
+	csrapproving.Name:           csrapproving.DefaultWorkers,
 	csrcleaner.Name:             1,
 	tokencleaner.Name:           1,
 	bootstrapsigner.Name:        1,
@@ -259,8 +261,23 @@ func (m *Manager) build(ca []byte, server string, generator serviceaccounttoken.
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", naming.RootCAConfigMap).String()
 		}))
 	// CertificateSigningRequests of certificates.platform.io: client-go's typed informer would
-	// reach certificates.k8s.io, so the factory gets csrcleaner's (built on first use only).
+	// reach certificates.k8s.io, so the factory gets csrcleaner's (built on first use only, shared
+	// by the CSR controllers).
 	csrs := informers.NewSharedInformerFactory(kube, resyncPeriod)
+	var csrClient rest.Interface
+	csrInformer := func() (rest.Interface, cache.SharedIndexInformer, error) {
+		if csrClient == nil {
+			c, err := csrcleaner.NewClient(m.clients.Config)
+			if err != nil {
+				return nil, nil, err
+			}
+			csrClient = c
+		}
+		inf := csrs.InformerFor(&certificatesv1.CertificateSigningRequest{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return csrcleaner.NewInformer(csrClient, resync)
+		})
+		return csrClient, inf, nil
+	}
 	m.factories = []informers.SharedInformerFactory{shared, tokenSecrets, bootstrapSecrets, clusterInfo, rootCAConfigMaps, csrs}
 
 	log := m.log
@@ -315,14 +332,25 @@ func (m *Manager) build(ca []byte, server string, generator serviceaccounttoken.
 				return err
 			}
 			run = c.Run
-		case csrcleaner.Name:
-			client, err := csrcleaner.NewClient(m.clients.Config)
+		case csrapproving.Name:
+			client, inf, err := csrInformer()
 			if err != nil {
 				return err
 			}
-			inf := csrs.InformerFor(&certificatesv1.CertificateSigningRequest{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-				return csrcleaner.NewInformer(client, resync)
-			})
+			reviews, err := csrapproving.NewReviewClient(m.clients.Config)
+			if err != nil {
+				return err
+			}
+			c, err := csrapproving.New(client, reviews, inf, csrapproving.Options{Metrics: m.metrics, Log: clog})
+			if err != nil {
+				return err
+			}
+			run = c.Run
+		case csrcleaner.Name:
+			client, inf, err := csrInformer()
+			if err != nil {
+				return err
+			}
 			c, err := csrcleaner.New(client, inf, csrcleaner.Options{Metrics: m.metrics, Log: clog})
 			if err != nil {
 				return err

@@ -35,6 +35,7 @@ import (
 
 	"platform.io/libs/naming"
 	"platform.io/services/controllers/bootstraptoken"
+	"platform.io/services/controllers/csrapproving"
 	"platform.io/services/controllers/csrcleaner"
 	"platform.io/services/controllers/internal/testenv"
 	"platform.io/services/controllers/manager"
@@ -322,7 +323,8 @@ func TestControllersSelection(t *testing.T) {
 // With RBAC as the only authorization mode, the default policy's grants to
 // naming.ControllerManagerUser are all the controllers get: every controller must still do its
 // work (leader Lease, accounts, token Secrets and account references, aggregation, bootstrap
-// tokens, cluster-info, stale certificate signing requests, namespace deletion).
+// tokens, cluster-info, stale certificate signing requests, node client certificate approval,
+// namespace deletion).
 func TestDefaultPolicyGrantsTheControllers(t *testing.T) {
 	env := testenv.StartRBAC(t)
 	cfg := config(env.Config, "rbac-replica", "*", "tokencleaner", "bootstrapsigner")
@@ -405,6 +407,23 @@ func TestDefaultPolicyGrantsTheControllers(t *testing.T) {
 		return apierrors.IsNotFound(err), testenv.Short(err)
 	})
 
+	// csrapproving: an admin (allowed the nodeclient subresource as cluster-admin) asks for a
+	// node client certificate; the controller approves it through the approval subresource, which
+	// the CertificateApproval plugin lets through only with approve on the kubelet client signer.
+	nodeClientCSR(t, env, "rbac-node-client", "rbac-n1")
+	testenv.Eventually(t, bound, "csrapproving: node client request approved", func() (bool, string) {
+		out := &certificatesv1.CertificateSigningRequest{}
+		if err := csrs.Get().Resource(csrcleaner.Resource).Name("rbac-node-client").Do(ctx).Into(out); err != nil {
+			return false, testenv.Short(err)
+		}
+		for _, c := range out.Status.Conditions {
+			if c.Type == certificatesv1.CertificateApproved && c.Reason == csrapproving.ApprovedReason {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(out.Status.Conditions)
+	})
+
 	if _, err := core.ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -423,6 +442,35 @@ func TestDefaultPolicyGrantsTheControllers(t *testing.T) {
 	})
 	if n := metric(t, m.Metrics(), "controller_sync_errors_total", "controller", "namespace"); n != 0 {
 		t.Errorf("namespace sync errors: %v", n)
+	}
+}
+
+// nodeClientCSR creates (as an admin) a valid node client request for node.
+func nodeClientCSR(t *testing.T, env *testenv.Env, name, node string) {
+	t.Helper()
+	client, err := csrcleaner.NewClient(env.Admin.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: naming.SignerAPIServerClientKubelet,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}
+	if err := client.Post().Resource(csrcleaner.Resource).Body(csr).Do(context.Background()).Error(); err != nil {
+		t.Fatal(err)
 	}
 }
 

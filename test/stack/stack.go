@@ -526,13 +526,31 @@ func (s *Stack) Logs(name string) string {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	handedOut.mu.Lock()
+	defer handedOut.mu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		// The port is free now, but the service binds it later: another stack of this process
+		// starting meanwhile must not be handed the same number (its gateway would then talk to
+		// our service, and readiness checks would not notice).
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port that was not handed out already")
 }
+
+// handedOut are the ports freePort has returned in this process.
+var handedOut = struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // ErrNotRunning is returned for a service that is not running.
 var ErrNotRunning = errors.New("not running")

@@ -25,7 +25,7 @@ test:
 
 ## bench: the Go benchmarks (storage gRPC API and backends, gateway hot paths, authn, authz and admission).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchtime=$${BENCHTIME:-5s} -count=$${COUNT:-1} ./services/storage/... ./services/gateway/... ./services/authn/... ./services/authz/... ./services/admission/...
+	$(GO) test -run='^$$' -bench=. -benchtime=$${BENCHTIME:-5s} -count=$${COUNT:-1} ./services/storage/... ./services/gateway/... ./services/authn/... ./services/authz/... ./services/admission/... ./services/certificates/...
 
 ## load: the API load tool against a split stack and the all-in-one (see docs/benchmarks.md).
 load:
@@ -33,9 +33,9 @@ load:
 	$(GO) run ./test/load/apiload --start=allinone --scenario=create,get,list --clients=1,16 --duration=10s
 	$(GO) run ./test/load/apiload --start=split --kind=custom --scenario=create,get,patch,apply --clients=1,16 --duration=10s
 
-## build: every binary into ./bin (storage, authn, authz, admission, controllers, gateway, and the all-in-one as platform).
+## build: every binary into ./bin (storage, authn, authz, admission, certificates, controllers, gateway, and the all-in-one as platform).
 build:
-	$(GO) build -o $(BIN)/ ./services/storage ./services/authn ./services/authz ./services/admission ./services/controllers ./services/gateway
+	$(GO) build -o $(BIN)/ ./services/storage ./services/authn ./services/authz ./services/admission ./services/certificates ./services/controllers ./services/gateway
 	$(GO) build -o $(BIN)/platform ./services/allinone
 
 tools:

@@ -19,6 +19,7 @@ import (
 	admission "platform.io/services/admission/server"
 	authn "platform.io/services/authn/server"
 	authz "platform.io/services/authz/server"
+	certificates "platform.io/services/certificates/server"
 	controllers "platform.io/services/controllers/manager"
 	gateway "platform.io/services/gateway/server"
 	storage "platform.io/services/storage/server"
@@ -37,14 +38,15 @@ const AdminUser = naming.Product + "-admin"
 // and address flags default to what the data directory holds), and the identity-method,
 // authorization-mode and controller flags of the services it runs in process.
 type config struct {
-	dataDir     string
-	verbose     bool
-	gateway     gateway.Config
-	storage     storage.Config
-	authn       authn.Config
-	authz       authz.Config
-	admission   admission.Config
-	controllers controllers.Config
+	dataDir      string
+	verbose      bool
+	gateway      gateway.Config
+	storage      storage.Config
+	authn        authn.Config
+	authz        authz.Config
+	admission    admission.Config
+	certificates certificates.Config
+	controllers  controllers.Config
 	// anonymousSet and bootstrapSet record whether the flags were given (their defaults here
 	// depend on other flags).
 	anonymousSet, bootstrapSet bool
@@ -54,7 +56,8 @@ type config struct {
 
 func defaultConfig() config {
 	c := config{dataDir: ".platform", gateway: gateway.DefaultConfig(), storage: storage.DefaultConfig(),
-		authn: authn.DefaultConfig(), authz: authz.DefaultConfig(), admission: admission.DefaultConfig(), controllers: controllers.DefaultConfig()}
+		authn: authn.DefaultConfig(), authz: authz.DefaultConfig(), admission: admission.DefaultConfig(), certificates: certificates.DefaultConfig(),
+		controllers: controllers.DefaultConfig()}
 	// One process: no other replica to elect a leader against. The bootstrap token cleaner and
 	// signer run too, as kubeadm enables them, so TLS bootstrap works out of the box.
 	c.controllers.LeaderElect = false
@@ -76,6 +79,8 @@ func (c *config) registerFlags(fs *pflag.FlagSet) {
 	c.authn.RegisterMethodFlags(fs)
 	c.authz.RegisterModeFlags(fs)
 	c.admission.RegisterPluginFlags(fs)
+	// The signers' CAs (default: the cluster CA of the data directory) and duration.
+	c.certificates.Signing.RegisterFlags(fs)
 	cm := pflag.NewFlagSet("controllers", pflag.ContinueOnError)
 	c.controllers.RegisterFlags(cm)
 	fs.AddFlag(cm.Lookup("controllers"))
@@ -98,20 +103,21 @@ func (c *config) logLevel() slog.Level {
 
 // platform is the running all-in-one.
 type platform struct {
-	cfg         config
-	storage     *storage.Server
-	authn       *authn.Server
-	authz       *authz.Server
-	admission   *admission.Server
-	gateway     *gateway.Server
-	controllers *controllers.Manager
-	kubeconfig  string
-	url         string
+	cfg          config
+	storage      *storage.Server
+	authn        *authn.Server
+	authz        *authz.Server
+	admission    *admission.Server
+	certificates *certificates.Server
+	gateway      *gateway.Server
+	controllers  *controllers.Manager
+	kubeconfig   string
+	url          string
 }
 
 // start prepares the data directory (CA, certificates, service account key, kubeconfig on first
-// use), starts storage, authentication, authorization and admission on unix sockets inside it, then the
-// gateway and the controllers.
+// use), starts storage, authentication, authorization, admission and the certificates service on
+// unix sockets inside it, then the gateway and the controllers.
 func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error) {
 	dir, err := filepath.Abs(cfg.dataDir)
 	if err != nil {
@@ -199,6 +205,20 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 		return nil, fmt.Errorf("starting admission: %w", err)
 	}
 
+	// The CSR signers: the cluster CA signs unless --cluster-signing-* name other CAs, so issued
+	// client certificates authenticate here.
+	kc := cfg.certificates
+	kc.Listen = "unix://" + filepath.Join(dir, "certificates.sock")
+	kc.Storage.Address = sc.Listen
+	kc.MetricsBindAddress = ""
+	if kc.Signing.Default.CertFile == "" && kc.Signing.Default.KeyFile == "" {
+		kc.Signing.Default = certificates.KeyPair{CertFile: files.caCert, KeyFile: files.caKey}
+	}
+	p.certificates, err = certificates.Start(ctx, kc, certificates.Options{}, log.With("service", "certificates"))
+	if err != nil {
+		return nil, fmt.Errorf("starting the certificates service: %w", err)
+	}
+
 	gc.Storage.Address, gc.Authn.Address, gc.Authz.Address, gc.Admission.Address = sc.Listen, ac.Listen, zc.Listen, dc.Listen
 	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy}, log.With("service", "gateway"))
 	if err != nil {
@@ -235,6 +255,9 @@ func (p *platform) stop(ctx context.Context) {
 	if p.gateway != nil {
 		p.gateway.Stop(ctx)
 	}
+	if p.certificates != nil {
+		p.certificates.Stop(ctx)
+	}
 	if p.admission != nil {
 		p.admission.Stop(ctx)
 	}
@@ -263,8 +286,8 @@ Stop it with Ctrl-C.
 // credentialFiles are the paths of what ensureCredentials keeps in the data directory, and the
 // controllers' client certificate (issued on every start, never written).
 type credentialFiles struct {
-	caCert, servingCert, servingKey, kubeconfig, serviceAccountKey string
-	controllersCert, controllersKey, caPEM                         []byte
+	caCert, caKey, servingCert, servingKey, kubeconfig, serviceAccountKey string
+	controllersCert, controllersKey, caPEM                                []byte
 }
 
 // controllersConfig is the controllers' client configuration for the gateway at url.
@@ -279,6 +302,7 @@ func ensureCredentials(dir, bindAddress, url string) (credentialFiles, error) {
 	pkiDir := filepath.Join(dir, "pki")
 	f := credentialFiles{
 		caCert:            filepath.Join(pkiDir, "ca.crt"),
+		caKey:             filepath.Join(pkiDir, "ca.key"),
 		servingCert:       filepath.Join(pkiDir, "apiserver.crt"),
 		servingKey:        filepath.Join(pkiDir, "apiserver.key"),
 		kubeconfig:        filepath.Join(dir, "admin.kubeconfig"),

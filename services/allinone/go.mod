@@ -8,6 +8,7 @@ replace (
 	platform.io/services/admission => ../admission
 	platform.io/services/authn => ../authn
 	platform.io/services/authz => ../authz
+	platform.io/services/certificates => ../certificates
 	platform.io/services/controllers => ../controllers
 	platform.io/services/gateway => ../gateway
 	platform.io/services/storage => ../storage
@@ -21,6 +22,7 @@ require (
 	platform.io/services/admission v0.0.0-00010101000000-000000000000
 	platform.io/services/authn v0.0.0-00010101000000-000000000000
 	platform.io/services/authz v0.0.0-00010101000000-000000000000
+	platform.io/services/certificates v0.0.0-00010101000000-000000000000
 	platform.io/services/controllers v0.0.0-00010101000000-000000000000
 	platform.io/services/gateway v0.0.0-00010101000000-000000000000
 	platform.io/services/storage v0.0.0-00010101000000-000000000000

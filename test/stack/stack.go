@@ -32,7 +32,7 @@ type Mode string
 // Modes.
 const (
 	// Split runs redis-server, the storage service (Redis backend), the authentication,
-	// authorization and admission services, the gateway and the controllers as separate processes
+	// authorization, admission and certificates services, the gateway and the controllers as separate processes
 	// talking gRPC (the controllers HTTPS) over mutual TLS.
 	Split Mode = "split"
 	// AllInOne runs the all-in-one binary (embedded storage).
@@ -44,9 +44,9 @@ type Options struct {
 	Mode Mode
 	// Dir holds binaries' data, certificates and logs (a temporary directory when empty).
 	Dir string
-	// StorageArgs, AuthnArgs, AuthzArgs, AdmissionArgs, ControllersArgs and GatewayArgs are extra flags (split
+	// StorageArgs, AuthnArgs, AuthzArgs, AdmissionArgs, CertificatesArgs, ControllersArgs and GatewayArgs are extra flags (split
 	// mode; GatewayArgs also for the all-in-one).
-	StorageArgs, AuthnArgs, AuthzArgs, AdmissionArgs, ControllersArgs, GatewayArgs []string
+	StorageArgs, AuthnArgs, AuthzArgs, AdmissionArgs, CertificatesArgs, ControllersArgs, GatewayArgs []string
 	// RequestHeaderArgs turn on the authenticating proxy: --requestheader-client-ca-file names the
 	// stack's CA (for the gateway and the authentication service) and these flags
 	// (--requestheader-username-headers, ...) go to the authentication service (the all-in-one).
@@ -97,7 +97,7 @@ func Build() (string, error) {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), "./services/storage", "./services/authn", "./services/authz", "./services/admission", "./services/controllers", "./services/gateway", "./services/allinone")
+		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), "./services/storage", "./services/authn", "./services/authz", "./services/admission", "./services/certificates", "./services/controllers", "./services/gateway", "./services/allinone")
 		cmd.Dir = RepoRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -290,6 +290,21 @@ func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
 		return err
 	}
 	s.args["admission"] = append(append(append(adServe, adStorage...), adAuthz...), s.opts.AdmissionArgs...)
+	// The CSR signers sign with the cluster CA, so issued client certificates authenticate.
+	ceAddr, err := addr()
+	if err != nil {
+		return err
+	}
+	ceServe, err := serve("certificates", ceAddr)
+	if err != nil {
+		return err
+	}
+	ceStorage, err := client("storage", "certificates-storage-client", stAddr)
+	if err != nil {
+		return err
+	}
+	s.args["certificates"] = append(append(append(ceServe, ceStorage...), "--cluster-signing-cert-file", caFile,
+		"--cluster-signing-key-file", filepath.Join(pkiDir, "ca.key")), s.opts.CertificatesArgs...)
 	gwStorage, err := client("storage", "gateway-storage-client", stAddr)
 	if err != nil {
 		return err
@@ -319,7 +334,7 @@ func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
 	}
 	s.args["controllers"] = append([]string{"--kubeconfig", cmKubeconfig, "--listen", "unix://" + filepath.Join(s.Dir, "controllers.sock"),
 		"--service-account-private-key-file", saKey, "--root-ca-file", caFile, "--controllers", "*,tokencleaner,bootstrapsigner"}, s.opts.ControllersArgs...)
-	for _, name := range []string{"storage", "authn", "authz", "admission", "gateway", "controllers"} {
+	for _, name := range []string{"storage", "authn", "authz", "admission", "certificates", "gateway", "controllers"} {
 		if err := s.run(name); err != nil {
 			return err
 		}
@@ -505,7 +520,7 @@ func (s *Stack) Stop() {
 		}
 	}
 	s.mu.Unlock()
-	for _, name := range append(append([]string{"controllers"}, replicas...), "gateway", "allinone", "admission", "authz", "authn", "storage") {
+	for _, name := range append(append([]string{"controllers"}, replicas...), "gateway", "allinone", "certificates", "admission", "authz", "authn", "storage") {
 		_ = s.StopService(name, false)
 	}
 	if s.redis != nil {

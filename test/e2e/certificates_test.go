@@ -231,7 +231,17 @@ func TestCertificateSigningWithKubectl(t *testing.T) {
 // nodeclient role, as kubeadm binds them), the certificates service signs it, and the certificate
 // authenticates as system:node:<name> in system:nodes.
 func TestNodeTLSBootstrap(t *testing.T) {
-	s := useShared(t)
+	nodeTLSBootstrap(t, useShared(t))
+}
+
+// The same flow on the all-in-one (`make run`), whose certificates service signs with the
+// cluster CA of its data directory.
+func TestNodeTLSBootstrapAllInOne(t *testing.T) {
+	t.Parallel()
+	nodeTLSBootstrap(t, startStack(t, stack.Options{Mode: stack.AllInOne}))
+}
+
+func nodeTLSBootstrap(t *testing.T, s *stack.Stack) {
 	k := newKubectl(t, s, "")
 	id, secret := strings.ToLower(utilrand.String(6)), strings.ToLower(utilrand.String(16))
 	group := "system:bootstrappers:tls-" + id

@@ -6,12 +6,13 @@
 // A request is looked at when it is pending (none of Approved, Denied, Failed; no certificate),
 // names the kubelet client signer (naming.SignerAPIServerClientKubelet) and its PKCS#10 request
 // is a node client request: CN system:node:<name>, organization exactly [system:nodes], no
-// subject alternative names, usages within {digital signature, key encipherment, client auth}
-// and including client auth. The controller then asks a SubjectAccessReview, for the request's
+// subject alternative names, usages digital signature and client auth, with or without key encipherment
+// (as upstream). The controller then asks a SubjectAccessReview, for the request's
 // requester (spec.username, groups, extra, uid), of verb create on
 // certificates.platform.io/certificatesigningrequests with the virtual subresource
-// selfnodeclient when the requester is the node the certificate names (a renewal), nodeclient
-// otherwise (a bootstrap credential asking for some node's certificate). When allowed, it adds
+// selfnodeclient when the requester is the node the certificate names (a renewal; nodeclient is
+// asked next, as upstream), nodeclient otherwise (a bootstrap credential asking for some node's
+// certificate). When allowed, it adds
 // the Approved condition (reason AutoApproved) through the approval subresource; the signer
 // then issues the certificate.
 //
@@ -63,10 +64,12 @@ const (
 	SubresourceSelfNodeClient = "selfnodeclient"
 )
 
-// The Approved condition the controller adds.
+// The Approved condition the controller adds (upstream's messages: one for a node renewing its
+// own certificate, one for any other node client request).
 const (
-	ApprovedReason  = "AutoApproved"
-	ApprovedMessage = "Auto approving kubelet client certificate after SubjectAccessReview."
+	ApprovedReason      = "AutoApproved"
+	ApprovedMessage     = "Auto approving kubelet client certificate after SubjectAccessReview."
+	SelfApprovedMessage = "Auto approving self kubelet client certificate after SubjectAccessReview."
 )
 
 // nodeUserPrefix starts the user name (and certificate CN) of a node agent.
@@ -176,14 +179,22 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	subresource, ok := c.recognize(csr)
+	subresources, ok := c.recognize(csr)
 	if !ok {
 		c.backoff.Forget(key)
 		return nil
 	}
-	allowed, reason, err := c.authorize(ctx, csr, subresource)
-	if err != nil {
-		return err
+	// As upstream, each permission that applies is asked in turn: a node renewing its own
+	// certificate may be allowed either selfnodeclient or nodeclient.
+	var allowed bool
+	var subresource, reason string
+	for _, subresource = range subresources {
+		if allowed, reason, err = c.authorize(ctx, csr, subresource); err != nil {
+			return err
+		}
+		if allowed {
+			break
+		}
 	}
 	if !allowed {
 		// Not an error: the requester may be authorized later (a binding created afterwards).
@@ -196,7 +207,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	now := metav1.Now()
 	approved.Status.Conditions = append(approved.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
 		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue,
-		Reason: ApprovedReason, Message: ApprovedMessage, LastUpdateTime: now, LastTransitionTime: now,
+		Reason: ApprovedReason, Message: approvedMessage(subresource), LastUpdateTime: now, LastTransitionTime: now,
 	})
 	err = c.client.Put().Resource(csrcleaner.Resource).Name(csr.Name).SubResource("approval").Body(approved).Do(ctx).Error()
 	switch {
@@ -212,25 +223,33 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return nil
 }
 
+// approvedMessage is the Approved condition's message for the permission that allowed it.
+func approvedMessage(subresource string) string {
+	if subresource == SubresourceSelfNodeClient {
+		return SelfApprovedMessage
+	}
+	return ApprovedMessage
+}
+
 // recognize tells whether csr is a pending node client certificate request, and which
-// subresource its requester must be allowed to create.
-func (c *Controller) recognize(csr *certificatesv1.CertificateSigningRequest) (string, bool) {
+// subresources its requester may be allowed to create, in the order they are asked.
+func (c *Controller) recognize(csr *certificatesv1.CertificateSigningRequest) ([]string, bool) {
 	if !pending(csr) || csr.Spec.SignerName != naming.SignerAPIServerClientKubelet {
-		return "", false
+		return nil, false
 	}
 	req, err := parseRequest(csr.Spec.Request)
 	if err != nil {
 		// The gateway stores only parseable requests; nothing to approve in one that is not.
 		c.log.Debug("certificate request not readable", "name", csr.Name, "error", err)
-		return "", false
+		return nil, false
 	}
 	if !IsNodeClientRequest(req, csr.Spec.Usages) {
-		return "", false
+		return nil, false
 	}
 	if csr.Spec.Username == req.Subject.CommonName {
-		return SubresourceSelfNodeClient, true
+		return []string{SubresourceSelfNodeClient, SubresourceNodeClient}, true
 	}
-	return SubresourceNodeClient, true
+	return []string{SubresourceNodeClient}, true
 }
 
 // authorize asks whether the request's requester may create the subresource.
@@ -298,8 +317,8 @@ var nodeClientUsages = []certificatesv1.KeyUsage{
 
 // IsNodeClientRequest tells whether req with usages asks for a node client certificate: CN
 // system:node:<name> with a name, organization exactly [system:nodes], no subject alternative
-// names, usages within digital signature, key encipherment and client auth, client auth among
-// them.
+// names, usages digital signature and client auth, with or without key encipherment (upstream's
+// two sets).
 func IsNodeClientRequest(req *x509.CertificateRequest, usages []certificatesv1.KeyUsage) bool {
 	cn := req.Subject.CommonName
 	if !strings.HasPrefix(cn, nodeUserPrefix) || len(cn) == len(nodeUserPrefix) {
@@ -311,13 +330,11 @@ func IsNodeClientRequest(req *x509.CertificateRequest, usages []certificatesv1.K
 	if len(req.DNSNames) > 0 || len(req.EmailAddresses) > 0 || len(req.IPAddresses) > 0 || len(req.URIs) > 0 {
 		return false
 	}
-	if !slices.Contains(usages, certificatesv1.UsageClientAuth) {
-		return false
-	}
+	// As upstream: exactly digital signature and client auth, with or without key encipherment.
 	for _, u := range usages {
 		if !slices.Contains(nodeClientUsages, u) {
 			return false
 		}
 	}
-	return true
+	return slices.Contains(usages, certificatesv1.UsageClientAuth) && slices.Contains(usages, certificatesv1.UsageDigitalSignature)
 }

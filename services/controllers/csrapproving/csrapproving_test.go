@@ -212,8 +212,15 @@ func approvedCondition(csr *certificatesv1.CertificateSigningRequest) *certifica
 	return nil
 }
 
-// approved waits until name carries the controller's Approved condition.
+// approved waits until name carries the controller's Approved condition (with the message for a
+// request of another node's certificate).
 func (a admin) approved(t *testing.T, name string) {
+	t.Helper()
+	a.approvedWith(t, name, csrapproving.ApprovedMessage)
+}
+
+// approvedWith waits until name carries the controller's Approved condition with message.
+func (a admin) approvedWith(t *testing.T, name, message string) {
 	t.Helper()
 	testenv.Eventually(t, bound, name+" auto-approved", func() (bool, string) {
 		csr, err := a.get(name)
@@ -224,7 +231,7 @@ func (a admin) approved(t *testing.T, name string) {
 		if c == nil {
 			return false, fmt.Sprint("conditions ", csr.Status.Conditions)
 		}
-		if c.Status != "True" || c.Reason != csrapproving.ApprovedReason || c.Message != csrapproving.ApprovedMessage {
+		if c.Status != "True" || c.Reason != csrapproving.ApprovedReason || c.Message != message {
 			t.Fatalf("%s: Approved condition %+v", name, *c)
 		}
 		return true, ""
@@ -297,10 +304,23 @@ func TestSelfNodeClient(t *testing.T) {
 	}
 
 	bind(t, env, "test-nodes-selfnodeclient", selfNodeClientRole, group("system:nodes"))
-	api.approved(t, "renew-n1")
+	api.approvedWith(t, "renew-n1", csrapproving.SelfApprovedMessage)
 	// The role covers requests for the node's own name only: nodeclient is what another node's
 	// certificate needs (NodeRestriction refuses such a request from a node anyway, so the
 	// case is a bootstrapper's: TestBootstrapNodeClient).
+	noErrors(t, m)
+}
+
+// As upstream, a node's own request is also approved when the node may create nodeclient (the
+// permission asked after selfnodeclient), with the other message.
+func TestSelfNodeClientThroughNodeClient(t *testing.T) {
+	env := testenv.StartRBAC(t)
+	api := newAdmin(t, env)
+	m, _ := start(t, env)
+	bind(t, env, "test-nodes-create", "system:node-bootstrapper", group("system:nodes"))
+	bind(t, env, "test-nodes-nodeclient", nodeClientRole, group("system:nodes"))
+	as(t, env, "system:node:n2", "system:nodes").create(node("renew-n2", "n2"))
+	api.approvedWith(t, "renew-n2", csrapproving.ApprovedMessage)
 	noErrors(t, m)
 }
 
@@ -326,6 +346,9 @@ func TestNotNodeClientRequests(t *testing.T) {
 	add("extra-usage", func(r *request) { r.usages = append(r.usages, certificatesv1.UsageServerAuth) })
 	add("no-client-auth", func(r *request) {
 		r.usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment}
+	})
+	add("no-digital-signature", func(r *request) {
+		r.usages = []certificatesv1.KeyUsage{certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth}
 	})
 	add("with-san", func(r *request) { r.dnsNames = []string{"n1.example.com"} })
 	add("not-a-node", func(r *request) { r.cn = "system:admin" })

@@ -304,6 +304,12 @@ func TestAdmissionWebhooks(t *testing.T) {
 	})
 }
 
+// The same webhook cases on the all-in-one (`make run`), where admission runs in process.
+func TestAdmissionWebhooksAllInOne(t *testing.T) {
+	s := startStack(t, stack.Options{Mode: stack.AllInOne})
+	webhookCases(t, s, newHookServer(t, "hooks.adm-service.svc"))
+}
+
 // metricLine tells whether some line of a metrics page has every part.
 func metricLine(page []byte, parts ...string) bool {
 	for _, line := range strings.Split(string(page), "\n") {

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/pki"
 	"platform.io/test/stack"
 )
@@ -116,13 +117,21 @@ func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	calls.Add(1)
 	var rev hookReview
 	if err := json.NewDecoder(r.Body).Decode(&rev); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	ans, ok := decide(rev)
+	var ans hookAnswer
+	ok := true
+	if rev.Request.Name == naming.RootCAConfigMap {
+		// The root CA publisher's ConfigMap, which it writes into every namespace (a test's
+		// namespace too, whenever it gets to it): allowed unchanged, not counted.
+		ans = hookAnswer{Allowed: true}
+	} else {
+		calls.Add(1)
+		ans, ok = decide(rev)
+	}
 	if !ok {
 		http.Error(w, "no answer", http.StatusInternalServerError)
 		return

@@ -1,7 +1,8 @@
 // Package apiclient builds the clients the controllers use to talk to the gateway like any other
 // client: client-go's typed clients, a dynamic client and a discovery client over one
-// rest.Config, with the groups Platform renames (rbac.authorization.platform.io,
-// coordination.platform.io) reached under their Platform names.
+// rest.Config, with the groups Platform renames that the controllers use
+// (rbac.authorization.platform.io, coordination.platform.io, certificates.platform.io,
+// authorization.platform.io) reached under their Platform names.
 //
 // client-go's typed clients decode responses and encode list options through the process-wide
 // scheme k8s.io/client-go/kubernetes/scheme.Scheme (the generated clients name it directly). The
@@ -14,6 +15,8 @@ import (
 	"fmt"
 	"reflect"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +25,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -35,8 +40,10 @@ const ContentType = "application/json"
 // RBACGroupVersion and CoordinationGroupVersion are the Platform names of the upstream group
 // versions the controllers use through typed clients.
 var (
-	RBACGroupVersion         = schema.GroupVersion{Group: naming.Group(rbacv1.GroupName), Version: "v1"}
-	CoordinationGroupVersion = schema.GroupVersion{Group: naming.Group(coordinationv1.GroupName), Version: "v1"}
+	RBACGroupVersion          = schema.GroupVersion{Group: naming.Group(rbacv1.GroupName), Version: "v1"}
+	CoordinationGroupVersion  = schema.GroupVersion{Group: naming.Group(coordinationv1.GroupName), Version: "v1"}
+	CertificatesGroupVersion  = schema.GroupVersion{Group: naming.Group(certificatesv1.GroupName), Version: "v1"}
+	AuthorizationGroupVersion = schema.GroupVersion{Group: naming.Group(authorizationv1.GroupName), Version: "v1"}
 )
 
 func init() {
@@ -44,6 +51,12 @@ func init() {
 		panic(err)
 	}
 	if err := registerRenamed(scheme.Scheme, coordinationv1.SchemeGroupVersion, CoordinationGroupVersion, coordinationv1.AddToScheme); err != nil {
+		panic(err)
+	}
+	if err := registerRenamed(scheme.Scheme, certificatesv1.SchemeGroupVersion, CertificatesGroupVersion, certificatesv1.AddToScheme); err != nil {
+		panic(err)
+	}
+	if err := registerRenamed(scheme.Scheme, authorizationv1.SchemeGroupVersion, AuthorizationGroupVersion, authorizationv1.AddToScheme); err != nil {
 		panic(err)
 	}
 }
@@ -70,13 +83,16 @@ func registerRenamed(s *runtime.Scheme, upstream, platform schema.GroupVersion, 
 
 // Clients are the clients of one identity against the gateway.
 type Clients struct {
-	// Kubernetes is client-go's clientset whose RbacV1 and CoordinationV1 reach Platform's group
-	// names; shared informer factories accept it. The other renamed groups are not redirected
+	// Kubernetes is client-go's clientset whose RbacV1, CoordinationV1, CertificatesV1 and
+	// AuthorizationV1 reach Platform's group names; shared informer factories accept it. The other renamed groups are not redirected
 	// (the controllers do not use them).
 	Kubernetes kubernetes.Interface
-	// RBAC and Coordination are the typed clients of Platform's renamed groups.
-	RBAC         rbacv1client.RbacV1Interface
-	Coordination coordinationv1client.CoordinationV1Interface
+	// RBAC, Coordination, Certificates and Authorization are the typed clients of Platform's
+	// renamed groups.
+	RBAC          rbacv1client.RbacV1Interface
+	Coordination  coordinationv1client.CoordinationV1Interface
+	Certificates  certificatesv1client.CertificatesV1Interface
+	Authorization authorizationv1client.AuthorizationV1Interface
 	// Dynamic reaches any resource by its Platform group/version/resource (custom resources too).
 	Dynamic dynamic.Interface
 	// Discovery lists the served resources.
@@ -103,6 +119,14 @@ func New(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	certREST, err := groupClient(base, CertificatesGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	authzREST, err := groupClient(base, AuthorizationGroupVersion)
+	if err != nil {
+		return nil, err
+	}
 	dyn, err := dynamic.NewForConfig(base)
 	if err != nil {
 		return nil, err
@@ -112,13 +136,15 @@ func New(cfg *rest.Config) (*Clients, error) {
 		return nil, err
 	}
 	c := &Clients{
-		RBAC:         rbacv1client.New(rbacREST),
-		Coordination: coordinationv1client.New(coordREST),
-		Dynamic:      dyn,
-		Discovery:    disc,
-		Config:       base,
+		RBAC:          rbacv1client.New(rbacREST),
+		Coordination:  coordinationv1client.New(coordREST),
+		Certificates:  certificatesv1client.New(certREST),
+		Authorization: authorizationv1client.New(authzREST),
+		Dynamic:       dyn,
+		Discovery:     disc,
+		Config:        base,
 	}
-	c.Kubernetes = &clientset{Clientset: core, rbac: c.RBAC, coordination: c.Coordination}
+	c.Kubernetes = &clientset{Clientset: core, rbac: c.RBAC, coordination: c.Coordination, certificates: c.Certificates, authorization: c.Authorization}
 	return c, nil
 }
 
@@ -137,8 +163,20 @@ func groupClient(base *rest.Config, gv schema.GroupVersion) (*rest.RESTClient, e
 // clientset is client-go's clientset with the renamed groups redirected.
 type clientset struct {
 	*kubernetes.Clientset
-	rbac         rbacv1client.RbacV1Interface
-	coordination coordinationv1client.CoordinationV1Interface
+	rbac          rbacv1client.RbacV1Interface
+	coordination  coordinationv1client.CoordinationV1Interface
+	certificates  certificatesv1client.CertificatesV1Interface
+	authorization authorizationv1client.AuthorizationV1Interface
+}
+
+// CertificatesV1 reaches certificates.platform.io/v1.
+func (c *clientset) CertificatesV1() certificatesv1client.CertificatesV1Interface {
+	return c.certificates
+}
+
+// AuthorizationV1 reaches authorization.platform.io/v1.
+func (c *clientset) AuthorizationV1() authorizationv1client.AuthorizationV1Interface {
+	return c.authorization
 }
 
 // RbacV1 reaches rbac.authorization.platform.io/v1.

@@ -37,11 +37,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	certificatesinformers "k8s.io/client-go/informers/certificates/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	certificateslisters "k8s.io/client-go/listers/certificates/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -81,34 +80,6 @@ const (
 	maxDelay  = 1000 * time.Second
 )
 
-// AuthorizationGroupVersion is where Platform serves SubjectAccessReviews.
-var AuthorizationGroupVersion = schema.GroupVersion{Group: naming.Group(authorizationv1.GroupName), Version: "v1"}
-
-// reviewCodecs encode and decode SubjectAccessReviews under AuthorizationGroupVersion (a scheme
-// of their own: the process-wide one is left alone).
-var reviewCodecs = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	s.AddKnownTypes(AuthorizationGroupVersion, &authorizationv1.SubjectAccessReview{})
-	metav1.AddToGroupVersion(s, AuthorizationGroupVersion)
-	return serializer.NewCodecFactory(s)
-}()
-
-// NewReviewClient is a REST client of authorization.platform.io/v1 with cfg's credentials and
-// limits, for the SubjectAccessReviews.
-func NewReviewClient(cfg *rest.Config) (rest.Interface, error) {
-	c := rest.CopyConfig(cfg)
-	gv := AuthorizationGroupVersion
-	c.GroupVersion = &gv
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = reviewCodecs.WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	return rest.RESTClientFor(c)
-}
-
 // Options configure the controller.
 type Options struct {
 	Metrics *metrics.Metrics
@@ -117,8 +88,8 @@ type Options struct {
 
 // Controller approves authorized node client certificate requests.
 type Controller struct {
-	client  rest.Interface // certificates.platform.io/v1 (csrcleaner.NewClient)
-	reviews rest.Interface // authorization.platform.io/v1 (NewReviewClient)
+	client  certificatesv1client.CertificateSigningRequestsGetter
+	reviews authorizationv1client.SubjectAccessReviewsGetter
 	csrs    certificateslisters.CertificateSigningRequestLister
 	synced  cache.InformerSynced
 	queue   *runner.Queue
@@ -127,16 +98,18 @@ type Controller struct {
 	log     *slog.Logger
 }
 
-// New builds the controller over client (csrcleaner.NewClient), reviews (NewReviewClient) and
-// csrs (csrcleaner.NewInformer) and registers its event handlers.
-func New(client, reviews rest.Interface, csrs cache.SharedIndexInformer, opts Options) (*Controller, error) {
+// New builds the controller (the clients and informer of apiclient's clientset, which reach
+// Platform's group names) and registers its event handlers.
+func New(client certificatesv1client.CertificateSigningRequestsGetter, reviews authorizationv1client.SubjectAccessReviewsGetter,
+	informer certificatesinformers.CertificateSigningRequestInformer, opts Options) (*Controller, error) {
+	csrs := informer.Informer()
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{
 		client:  client,
 		reviews: reviews,
-		csrs:    certificateslisters.NewCertificateSigningRequestLister(csrs.GetIndexer()),
+		csrs:    informer.Lister(),
 		synced:  csrs.HasSynced,
 		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[string](baseDelay, maxDelay),
 		log:     opts.Log,
@@ -209,7 +182,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue,
 		Reason: ApprovedReason, Message: approvedMessage(subresource), LastUpdateTime: now, LastTransitionTime: now,
 	})
-	err = c.client.Put().Resource(csrcleaner.Resource).Name(csr.Name).SubResource("approval").Body(approved).Do(ctx).Error()
+	_, err = c.client.CertificateSigningRequests().UpdateApproval(ctx, csr.Name, approved, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		c.backoff.Forget(key)
@@ -269,8 +242,8 @@ func (c *Controller) authorize(ctx context.Context, csr *certificatesv1.Certific
 			},
 		},
 	}
-	out := &authorizationv1.SubjectAccessReview{}
-	if err := c.reviews.Post().Resource("subjectaccessreviews").Body(sar).Do(ctx).Into(out); err != nil {
+	out, err := c.reviews.SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
 		return false, "", fmt.Errorf("SubjectAccessReview for %s: %w", csr.Name, err)
 	}
 	return out.Status.Allowed, out.Status.Reason, nil

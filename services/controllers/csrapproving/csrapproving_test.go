@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"platform.io/libs/naming"
+	"platform.io/services/controllers/apiclient"
 	"platform.io/services/controllers/csrapproving"
 	"platform.io/services/controllers/csrcleaner"
 	"platform.io/services/controllers/internal/testenv"
@@ -81,24 +82,16 @@ func (d *denials) seen(t *testing.T, name string) {
 // start runs the controller as the controller manager (RBAC: what the default policy grants it).
 func start(t *testing.T, env *testenv.Env) (*metrics.Metrics, *denials) {
 	t.Helper()
-	client, err := csrcleaner.NewClient(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reviews, err := csrapproving.NewReviewClient(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inf := csrcleaner.NewInformer(client, 0)
+	inf := env.Informers().Certificates().V1().CertificateSigningRequests()
 	m := metrics.New(prometheus.NewRegistry())
 	d := &denials{names: map[string]int{}}
-	c, err := csrapproving.New(client, reviews, inf, csrapproving.Options{Metrics: m, Log: slog.New(d)})
+	c, err := csrapproving.New(env.Clients.Certificates, env.Clients.Authorization, inf, csrapproving.Options{Metrics: m, Log: slog.New(d)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go inf.Run(ctx.Done())
+	go inf.Informer().Run(ctx.Done())
 	go func() { defer close(done); c.Run(ctx, csrapproving.DefaultWorkers) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return m, d
@@ -134,11 +127,11 @@ type requester struct {
 func as(t *testing.T, env *testenv.Env, name string, groups ...string) *requester {
 	t.Helper()
 	cert, key := env.ClientCert(name, groups...)
-	c, err := csrcleaner.NewClient(&rest.Config{Host: env.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: env.CAFile, CertData: cert, KeyData: key}})
+	c, err := apiclient.New(&rest.Config{Host: env.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: env.CAFile, CertData: cert, KeyData: key}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &requester{t: t, client: c}
+	return &requester{t: t, client: c.Certificates.RESTClient()}
 }
 
 // request describes a CertificateSigningRequest.
@@ -190,11 +183,7 @@ func (r *requester) create(in request) {
 type admin struct{ client rest.Interface }
 
 func newAdmin(t *testing.T, env *testenv.Env) admin {
-	c, err := csrcleaner.NewClient(env.Admin.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return admin{client: c}
+	return admin{client: env.Admin.Certificates.RESTClient()}
 }
 
 func (a admin) get(name string) (*certificatesv1.CertificateSigningRequest, error) {

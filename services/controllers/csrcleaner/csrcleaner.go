@@ -11,9 +11,8 @@
 // whichever comes first. Upstream lists every request once an hour; this controller does the same
 // pass every Interval and also looks at each request again at the moment it becomes deletable.
 //
-// client-go's typed certificates client and informer reach certificates.k8s.io; Platform serves
-// the kind as certificates.platform.io/v1, so NewClient builds a REST client of that group version
-// (its own scheme: the process-wide one is left alone) and NewInformer the informer over it.
+// The client and informer are client-go's typed ones over apiclient's clientset, which reaches
+// certificates.platform.io/v1.
 package csrcleaner
 
 import (
@@ -27,16 +26,12 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	certificatesinformers "k8s.io/client-go/informers/certificates/v1"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	certificateslisters "k8s.io/client-go/listers/certificates/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"platform.io/libs/naming"
 	"platform.io/services/controllers/metrics"
 	"platform.io/services/controllers/runner"
 )
@@ -54,40 +49,6 @@ const (
 // Resource is the served resource's name.
 const Resource = "certificatesigningrequests"
 
-// GroupVersion is where Platform serves CertificateSigningRequests.
-var GroupVersion = schema.GroupVersion{Group: naming.Group(certificatesv1.GroupName), Version: "v1"}
-
-// codecs decode and encode the kind (and the list, watch and delete options) under GroupVersion.
-var codecs = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	s.AddKnownTypes(GroupVersion, &certificatesv1.CertificateSigningRequest{}, &certificatesv1.CertificateSigningRequestList{})
-	metav1.AddToGroupVersion(s, GroupVersion)
-	return serializer.NewCodecFactory(s)
-}()
-
-// NewClient is a REST client of certificates.platform.io/v1 with cfg's credentials and limits.
-func NewClient(cfg *rest.Config) (rest.Interface, error) {
-	c := rest.CopyConfig(cfg)
-	gv := GroupVersion
-	c.GroupVersion = &gv
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = codecs.WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	return rest.RESTClientFor(c)
-}
-
-// NewInformer is an informer of every CertificateSigningRequest through client (a NewClient).
-// Its signature fits informers.SharedInformerFactory.InformerFor's constructor once the clientset
-// argument is dropped.
-func NewInformer(client rest.Interface, resync time.Duration) cache.SharedIndexInformer {
-	lw := cache.NewListWatchFromClient(client, Resource, metav1.NamespaceAll, fields.Everything())
-	return cache.NewSharedIndexInformer(lw, &certificatesv1.CertificateSigningRequest{}, resync, cache.Indexers{})
-}
-
 // Options configure the controller.
 type Options struct {
 	// Now tells the time (default time.Now).
@@ -103,7 +64,7 @@ type Options struct {
 
 // Controller deletes CertificateSigningRequests past their deadlines.
 type Controller struct {
-	client rest.Interface
+	client certificatesv1client.CertificateSigningRequestsGetter
 	csrs   certificateslisters.CertificateSigningRequestLister
 	synced cache.InformerSynced
 	queue  *runner.Queue
@@ -111,9 +72,9 @@ type Controller struct {
 	log    *slog.Logger
 }
 
-// New builds the controller over client (a NewClient) and csrs (a NewInformer) and registers its
-// event handlers.
-func New(client rest.Interface, csrs cache.SharedIndexInformer, opts Options) (*Controller, error) {
+// New builds the controller and registers its event handlers.
+func New(client certificatesv1client.CertificateSigningRequestsGetter, informer certificatesinformers.CertificateSigningRequestInformer, opts Options) (*Controller, error) {
+	csrs := informer.Informer()
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -129,7 +90,7 @@ func New(client rest.Interface, csrs cache.SharedIndexInformer, opts Options) (*
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{client: client, csrs: certificateslisters.NewCertificateSigningRequestLister(csrs.GetIndexer()),
+	c := &Controller{client: client, csrs: informer.Lister(),
 		synced: csrs.HasSynced, opts: opts, log: opts.Log}
 	c.queue = runner.New(runner.Options{Controller: Name, Name: "csr_cleaner", Sync: c.sync, Metrics: opts.Metrics, Log: opts.Log})
 	if _, err := csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -205,7 +166,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if rv != "" {
 		opts.Preconditions.ResourceVersion = &rv
 	}
-	err = c.client.Delete().Resource(Resource).Name(csr.Name).Body(&opts).Do(ctx).Error()
+	err = c.client.CertificateSigningRequests().Delete(ctx, csr.Name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		// Retried with backoff (upstream logs and waits for its next pass).
 		return err

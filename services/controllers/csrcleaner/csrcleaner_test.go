@@ -75,18 +75,14 @@ func (r *records) all() []string {
 	return append([]string(nil), r.msgs...)
 }
 
-// csrs talks to the gateway as an admin through the package's own client.
+// csrs talks to the gateway as an admin.
 type csrs struct {
 	t      *testing.T
 	client rest.Interface
 }
 
 func newCSRs(t *testing.T, env *testenv.Env) *csrs {
-	c, err := csrcleaner.NewClient(env.Admin.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &csrs{t: t, client: c}
+	return &csrs{t: t, client: env.Admin.Certificates.RESTClient()}
 }
 
 func (c *csrs) get(name string) (*certificatesv1.CertificateSigningRequest, error) {
@@ -189,18 +185,14 @@ func (c *csrs) deleted(names ...string) func() (bool, string) {
 
 func start(t *testing.T, env *testenv.Env, opts csrcleaner.Options) {
 	t.Helper()
-	client, err := csrcleaner.NewClient(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inf := csrcleaner.NewInformer(client, 0)
-	c, err := csrcleaner.New(client, inf, opts)
+	inf := env.Informers().Certificates().V1().CertificateSigningRequests()
+	c, err := csrcleaner.New(env.Clients.Certificates, inf, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go inf.Run(ctx.Done())
+	go inf.Informer().Run(ctx.Done())
 	go func() { defer close(done); c.Run(ctx, 1) }()
 	t.Cleanup(func() { cancel(); <-done })
 }

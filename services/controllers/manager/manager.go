@@ -23,14 +23,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -260,25 +257,7 @@ func (m *Manager) build(ca []byte, server string, generator serviceaccounttoken.
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", naming.RootCAConfigMap).String()
 		}))
-	// CertificateSigningRequests of certificates.platform.io: client-go's typed informer would
-	// reach certificates.k8s.io, so the factory gets csrcleaner's (built on first use only, shared
-	// by the CSR controllers).
-	csrs := informers.NewSharedInformerFactory(kube, resyncPeriod)
-	var csrClient rest.Interface
-	csrInformer := func() (rest.Interface, cache.SharedIndexInformer, error) {
-		if csrClient == nil {
-			c, err := csrcleaner.NewClient(m.clients.Config)
-			if err != nil {
-				return nil, nil, err
-			}
-			csrClient = c
-		}
-		inf := csrs.InformerFor(&certificatesv1.CertificateSigningRequest{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return csrcleaner.NewInformer(csrClient, resync)
-		})
-		return csrClient, inf, nil
-	}
-	m.factories = []informers.SharedInformerFactory{shared, tokenSecrets, bootstrapSecrets, clusterInfo, rootCAConfigMaps, csrs}
+	m.factories = []informers.SharedInformerFactory{shared, tokenSecrets, bootstrapSecrets, clusterInfo, rootCAConfigMaps}
 
 	log := m.log
 	for _, k := range Known {
@@ -333,25 +312,13 @@ func (m *Manager) build(ca []byte, server string, generator serviceaccounttoken.
 			}
 			run = c.Run
 		case csrapproving.Name:
-			client, inf, err := csrInformer()
-			if err != nil {
-				return err
-			}
-			reviews, err := csrapproving.NewReviewClient(m.clients.Config)
-			if err != nil {
-				return err
-			}
-			c, err := csrapproving.New(client, reviews, inf, csrapproving.Options{Metrics: m.metrics, Log: clog})
+			c, err := csrapproving.New(m.clients.Certificates, m.clients.Authorization, shared.Certificates().V1().CertificateSigningRequests(), csrapproving.Options{Metrics: m.metrics, Log: clog})
 			if err != nil {
 				return err
 			}
 			run = c.Run
 		case csrcleaner.Name:
-			client, inf, err := csrInformer()
-			if err != nil {
-				return err
-			}
-			c, err := csrcleaner.New(client, inf, csrcleaner.Options{Metrics: m.metrics, Log: clog})
+			c, err := csrcleaner.New(m.clients.Certificates, shared.Certificates().V1().CertificateSigningRequests(), csrcleaner.Options{Metrics: m.metrics, Log: clog})
 			if err != nil {
 				return err
 			}

@@ -448,10 +448,7 @@ func TestDefaultPolicyGrantsTheControllers(t *testing.T) {
 // nodeClientCSR creates (as an admin) a valid node client request for node.
 func nodeClientCSR(t *testing.T, env *testenv.Env, name, node string) {
 	t.Helper()
-	client, err := csrcleaner.NewClient(env.Admin.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := env.Admin.Certificates.RESTClient()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -478,10 +475,7 @@ func nodeClientCSR(t *testing.T, env *testenv.Env, name, node string) {
 // so the CSR cleaner may delete it at once; it returns the admin's certificates client.
 func staleDeniedCSR(t *testing.T, env *testenv.Env, name string) rest.Interface {
 	t.Helper()
-	client, err := csrcleaner.NewClient(env.Admin.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := env.Admin.Certificates.RESTClient()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -18,10 +18,12 @@ run:
 	$(GO) build -o $(BIN)/platform ./services/allinone
 	$(BIN)/platform --data-dir=$(DATA_DIR) $(ARGS)
 
-## test: every test of every module (race detector on), against real redis-servers the tests start.
+## test: every test of every module (race detector on), against real redis-servers the tests start;
+## then the end-to-end suite a second time in the kubernetes naming profile (docs/operations.md).
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout=15m $(PKGS)
+	PLATFORM_NAMING_PROFILE=kubernetes $(GO) test -race -count=1 -timeout=15m ./test/e2e/...
 
 ## bench: the Go benchmarks (storage gRPC API and backends, gateway hot paths, authn, authz and admission).
 bench:

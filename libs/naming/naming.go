@@ -1,30 +1,145 @@
 // Package naming is the one place that spells identifiers derived from the product name. Every
 // other package takes them from here, so a rename is a one-file change.
+//
+// Two naming profiles exist. "platform" (the default) serves upstream's kinds under Platform's
+// names: groups end in platform.io, labels and annotations use platform.io, the control plane lives
+// in platform-system. "kubernetes" speaks upstream's names instead (*.k8s.io groups,
+// kubernetes.io labels, kube-system, application/vnd.kubernetes.protobuf), so that tools which
+// hard-code them (client-go's typed clientsets, kubectl's certificate, auth and create commands,
+// Helm, controller-runtime operators) work unchanged.
+//
+// The profile is chosen once, when this package is initialised, from the command line
+// (--naming-profile=NAME or --naming-profile NAME) or else the PLATFORM_NAMING_PROFILE environment
+// variable. Every package that imports this one is initialised after it, so identifiers derived
+// from these at package level see the chosen profile. The commands register the flag (see
+// libs/service.AddNamingProfileFlag) so that it is parsed and documented like any other.
 package naming
 
-import "strings"
+import (
+	"fmt"
+	"os"
+	"strings"
+)
 
-// The product's name as it appears inside identifiers.
+// Identifiers that are the same in every profile.
 const (
-	// Product is the neutral product word used inside identifiers.
+	// Product is the neutral product word used inside identifiers that name Platform itself
+	// (tracing service names, user agents, the CA's name), whatever the profile.
 	Product = "platform"
-	// GroupSuffix ends the name of every built-in API group ("apps" is the exception upstream
-	// keeps; named groups such as "rbac.platform.io" use it).
-	GroupSuffix = "platform.io"
-	// ProtobufMediaType is the binary media type of the resource API.
-	ProtobufMediaType = "application/vnd.platform.protobuf"
-	// UpstreamProtobufMediaType is upstream's name for the same binary encoding. kubectl's and
+	// UpstreamProtobufMediaType is upstream's name for the binary encoding. kubectl's and
 	// client-go's typed clients send and request it for built-in kinds, so the gateway reads and
 	// answers it as an alias of ProtobufMediaType (answering in whichever the client named).
 	UpstreamProtobufMediaType = "application/vnd.kubernetes.protobuf"
-	// SystemNamespace holds the control plane's own objects.
-	SystemNamespace = "platform-system"
-	// PublicNamespace is readable by everyone, authenticated or not.
-	PublicNamespace = "platform-public"
-	// ExecInfoEnv is the variable that hands exec credential plugins their input.
-	ExecInfoEnv = "PLATFORM_EXEC_INFO"
-	// RedisKeyPrefix starts every key the storage service writes to Redis.
+	// RedisKeyPrefix starts every key the storage service writes to Redis. A Redis (or data
+	// directory) holds the objects of one profile: groups differ between profiles, core kinds do not.
 	RedisKeyPrefix = "platform"
+	// NodeProxierUser is the identity of node proxies, bound to system:node-proxier (upstream's
+	// spelling, system:kube-proxy, in every profile so that existing proxy credentials work).
+	NodeProxierUser = "system:kube-proxy"
+)
+
+// ProfileFlag and ProfileEnv choose the naming profile.
+const (
+	ProfileFlag = "naming-profile"
+	ProfileEnv  = "PLATFORM_NAMING_PROFILE"
+)
+
+// Profile names.
+const (
+	PlatformProfile   = "platform"
+	KubernetesProfile = "kubernetes"
+)
+
+// Profiles lists the profile names, the default first.
+var Profiles = []string{PlatformProfile, KubernetesProfile}
+
+type namingProfile struct {
+	// name spells the product in identifiers ("platform", "kubernetes"); short is its short form
+	// used in namespaces and identities ("platform", "kube").
+	name, short string
+	// groupSuffix ends API group names; domain is the label, annotation and type domain.
+	groupSuffix, domain string
+}
+
+var profiles = map[string]namingProfile{
+	PlatformProfile:   {name: "platform", short: "platform", groupSuffix: "platform.io", domain: "platform.io"},
+	KubernetesProfile: {name: "kubernetes", short: "kube", groupSuffix: "k8s.io", domain: "kubernetes.io"},
+}
+
+var (
+	profileName = PlatformProfile
+	profile     = profiles[PlatformProfile]
+	// profileErr is the error of an unknown profile name; the commands' flag parsing reports it.
+	profileErr error
+)
+
+func init() {
+	name, source := profileFromArgs(os.Args[1:]), "--"+ProfileFlag
+	if name == "" {
+		name, source = os.Getenv(ProfileEnv), ProfileEnv
+	}
+	if name != "" {
+		if p, ok := profiles[name]; ok {
+			profileName, profile = name, p
+		} else {
+			profileErr = fmt.Errorf("%s: unknown naming profile %q (known: %s)", source, name, strings.Join(Profiles, ", "))
+		}
+	}
+	apply()
+}
+
+// profileFromArgs finds --naming-profile in a command line (the last one wins, as flags do); it
+// stops at "--", after which arguments are not flags.
+func profileFromArgs(args []string) string {
+	name := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(a, "--"+ProfileFlag+"="); ok {
+			name = v
+		} else if a == "--"+ProfileFlag && i+1 < len(args) {
+			name = args[i+1]
+			i++
+		}
+	}
+	return name
+}
+
+// ProfileName is the chosen naming profile.
+func ProfileName() string { return profileName }
+
+// CheckProfile reports whether value names the profile chosen at start-up (the flag's value must
+// be the one this package read from the same command line), or the error of an unknown name.
+func CheckProfile(value string) error {
+	if profileErr != nil {
+		return profileErr
+	}
+	if value != profileName {
+		return fmt.Errorf("naming profile %q was chosen at start-up; %q cannot be set later", profileName, value)
+	}
+	return nil
+}
+
+// Identifiers spelled differently in each profile; apply sets them.
+var (
+	// GroupSuffix ends the name of every built-in named API group (platform.io; upstream k8s.io).
+	// The short historical groups ("apps", "batch", "autoscaling", "policy") have none.
+	GroupSuffix string
+	// Domain is the domain of built-in labels, annotations, finalizers, taints, Secret types and
+	// signer names (platform.io; upstream kubernetes.io).
+	Domain string
+	// ProtobufMediaType is the binary media type of the resource API
+	// (application/vnd.platform.protobuf; upstream application/vnd.kubernetes.protobuf).
+	ProtobufMediaType string
+	// SystemNamespace holds the control plane's own objects (upstream kube-system).
+	SystemNamespace string
+	// PublicNamespace is readable by everyone, authenticated or not (upstream kube-public).
+	PublicNamespace string
+	// ExecInfoEnv is the variable that hands exec credential plugins their input (upstream
+	// KUBERNETES_EXEC_INFO).
+	ExecInfoEnv string
 )
 
 // ProtobufMagic starts every binary (Protobuf envelope) body.
@@ -35,12 +150,15 @@ var ProtobufMagic = [4]byte{0x6b, 0x38, 0x73, 0x00}
 const upstreamGroupSuffix = ".k8s.io"
 
 // MetaGroup is the group of the API's own meta kinds (Table, PartialObjectMetadata, Status).
-const MetaGroup = "meta." + GroupSuffix
+var MetaGroup string
 
 // Group maps the name of an upstream built-in API group to the name Platform serves it under:
 // "rbac.authorization.k8s.io" becomes "rbac.authorization.platform.io"; the core group ("") and
 // the short historical names ("apps", "batch", "autoscaling", "policy") stay as they are.
 func Group(upstream string) string {
+	if GroupSuffix == upstreamGroupSuffix[1:] {
+		return upstream
+	}
 	if base, ok := strings.CutSuffix(upstream, upstreamGroupSuffix); ok {
 		return base + "." + GroupSuffix
 	}
@@ -49,178 +167,239 @@ func Group(upstream string) string {
 
 // Identifiers of the access-control objects (upstream spells them with kubernetes.io, k8s.io or
 // kube). Everything that reads or writes them takes them from here.
-const (
+var (
 	// SecretTypeServiceAccountToken is the type of Secrets that hold a service account's
 	// non-expiring token (upstream kubernetes.io/service-account-token).
-	SecretTypeServiceAccountToken = GroupSuffix + "/service-account-token"
+	SecretTypeServiceAccountToken string
 	// ServiceAccountNameAnnotation and ServiceAccountUIDAnnotation name the account a token Secret
 	// belongs to.
-	ServiceAccountNameAnnotation = GroupSuffix + "/service-account.name"
-	ServiceAccountUIDAnnotation  = GroupSuffix + "/service-account.uid"
+	ServiceAccountNameAnnotation string
+	ServiceAccountUIDAnnotation  string
 	// LegacyTokenLastUsedLabel and LegacyTokenInvalidSinceLabel are the labels upstream's legacy
 	// token tracking and clean-up put on token Secrets.
-	LegacyTokenLastUsedLabel     = GroupSuffix + "/legacy-token-last-used"
-	LegacyTokenInvalidSinceLabel = GroupSuffix + "/legacy-token-invalid-since"
+	LegacyTokenLastUsedLabel     string
+	LegacyTokenInvalidSinceLabel string
 	// LegacyServiceAccountIssuer is the issuer of Secret-based service account tokens (upstream
 	// kubernetes/serviceaccount).
-	LegacyServiceAccountIssuer = Product + "/serviceaccount"
+	LegacyServiceAccountIssuer string
 	// ServiceAccountClaimsKey is the private claim of bound service account tokens that carries the
 	// namespace, account, bound objects and node (upstream kubernetes.io).
-	ServiceAccountClaimsKey = GroupSuffix
+	ServiceAccountClaimsKey string
 	// LegacyServiceAccountClaimPrefix starts the private claims of Secret-based tokens
 	// (upstream kubernetes.io/serviceaccount/).
-	LegacyServiceAccountClaimPrefix = GroupSuffix + "/serviceaccount/"
+	LegacyServiceAccountClaimPrefix string
 	// SecretTypeBootstrapToken is the type of bootstrap token Secrets (upstream
 	// bootstrap.kubernetes.io/token).
-	SecretTypeBootstrapToken = "bootstrap." + GroupSuffix + "/token"
+	SecretTypeBootstrapToken string
 	// ControllerManagerUser is the identity of the controllers service (upstream
 	// system:kube-controller-manager).
-	ControllerManagerUser = "system:" + Product + "-controller-manager"
+	ControllerManagerUser string
 )
 
 // UserExtraKey is the key of an authenticated user's extra attribute name (upstream
 // authentication.kubernetes.io/<name>, e.g. pod-name, pod-uid, node-name, node-uid, credential-id).
 func UserExtraKey(name string) string {
-	return "authentication." + GroupSuffix + "/" + name
+	return "authentication." + Domain + "/" + name
 }
 
 // Identifiers of the default RBAC policy, the Node authorizer and the built-in certificate
 // signers (upstream spells them with kubernetes.io or kube).
-const (
+var (
 	// AutoupdateAnnotation on a default RBAC object says whether start-up reconciliation may add
 	// missing permissions, subjects, labels and annotations to it ("false" protects it); upstream
 	// rbac.authorization.kubernetes.io/autoupdate.
-	AutoupdateAnnotation = "rbac.authorization." + GroupSuffix + "/autoupdate"
+	AutoupdateAnnotation string
 	// BootstrappingLabel marks the objects of the default RBAC policy (value "rbac-defaults");
 	// upstream kubernetes.io/bootstrapping.
-	BootstrappingLabel = GroupSuffix + "/bootstrapping"
+	BootstrappingLabel string
 	// NodeLeaseNamespace holds the heartbeat Leases of nodes, one per node and named after it;
 	// upstream kube-node-lease.
-	NodeLeaseNamespace = Product + "-node-lease"
+	NodeLeaseNamespace string
 	// MirrorPodAnnotation marks the API mirror of a static pod a node runs; such pods give the
 	// node no access to what they reference (upstream kubernetes.io/config.mirror).
-	MirrorPodAnnotation = GroupSuffix + "/config.mirror"
-	// NodeProxierUser is the identity of node proxies, bound to system:node-proxier (upstream's
-	// spelling, system:kube-proxy, kept so existing proxy credentials work).
-	NodeProxierUser = "system:kube-proxy"
+	MirrorPodAnnotation string
 	// SignerAPIServerClient issues client certificates for the API (the spec's
 	// platform.io/platform-apiserver-client; upstream kubernetes.io/kube-apiserver-client).
-	SignerAPIServerClient = GroupSuffix + "/" + Product + "-apiserver-client"
+	SignerAPIServerClient string
 	// SignerAPIServerClientKubelet issues the client certificates nodes authenticate with
 	// (upstream kubernetes.io/kube-apiserver-client-kubelet).
-	SignerAPIServerClientKubelet = GroupSuffix + "/kube-apiserver-client-kubelet"
+	SignerAPIServerClientKubelet string
 	// SignerKubeletServing issues the serving certificates of node agents (upstream
 	// kubernetes.io/kubelet-serving).
-	SignerKubeletServing = GroupSuffix + "/kubelet-serving"
+	SignerKubeletServing string
 	// SignerLegacyUnknown is the signer of requests made before signer names existed; it cannot
 	// be requested through the v1 API (upstream kubernetes.io/legacy-unknown).
-	SignerLegacyUnknown = GroupSuffix + "/legacy-unknown"
+	SignerLegacyUnknown string
 )
 
 // Identifiers of the storage, network and node admission plugins and the quota system (upstream
 // spells them with kubernetes.io).
-const (
+var (
 	// IsDefaultStorageClassAnnotation marks the StorageClass that claims without a class get
 	// (value "true"); upstream storageclass.kubernetes.io/is-default-class.
-	IsDefaultStorageClassAnnotation = "storageclass." + GroupSuffix + "/is-default-class"
+	IsDefaultStorageClassAnnotation string
 	// BetaIsDefaultStorageClassAnnotation is the beta spelling of the same, still honoured
 	// (upstream storageclass.beta.kubernetes.io/is-default-class).
-	BetaIsDefaultStorageClassAnnotation = "storageclass.beta." + GroupSuffix + "/is-default-class"
+	BetaIsDefaultStorageClassAnnotation string
 	// BetaStorageClassAnnotation names a claim's class before spec.storageClassName existed; it
 	// wins over the field (upstream volume.beta.kubernetes.io/storage-class).
-	BetaStorageClassAnnotation = "volume.beta." + GroupSuffix + "/storage-class"
+	BetaStorageClassAnnotation string
 	// IsDefaultIngressClassAnnotation marks the IngressClass that Ingresses without a class get
 	// (value "true"); upstream ingressclass.kubernetes.io/is-default-class.
-	IsDefaultIngressClassAnnotation = "ingressclass." + GroupSuffix + "/is-default-class"
+	IsDefaultIngressClassAnnotation string
 	// IngressClassAnnotation is the deprecated per-Ingress class annotation; an Ingress that has
 	// it is not defaulted (upstream kubernetes.io/ingress.class).
-	IngressClassAnnotation = GroupSuffix + "/ingress.class"
+	IngressClassAnnotation string
 	// PVCProtectionFinalizer and PVProtectionFinalizer keep claims and volumes in use from being
 	// removed (upstream kubernetes.io/pvc-protection and kubernetes.io/pv-protection).
-	PVCProtectionFinalizer = GroupSuffix + "/pvc-protection"
-	PVProtectionFinalizer  = GroupSuffix + "/pv-protection"
+	PVCProtectionFinalizer string
+	PVProtectionFinalizer  string
 	// TaintNodeNotReady is the taint of a node that is not ready; new nodes start with it
 	// (upstream node.kubernetes.io/not-ready).
-	TaintNodeNotReady = "node." + GroupSuffix + "/not-ready"
+	TaintNodeNotReady string
 	// ResourceDefaultNamespacePrefix starts the names of the platform's own (native) resource
 	// names; other prefixed names are extended resources (upstream kubernetes.io/).
-	ResourceDefaultNamespacePrefix = GroupSuffix + "/"
+	ResourceDefaultNamespacePrefix string
 )
 
 // Node labels that NodeRestriction lets a node set on its own Node, and the label domains it
 // reserves (upstream spells them with kubernetes.io).
-const (
+var (
 	// LabelHostname, LabelOS and LabelArch: upstream kubernetes.io/hostname, kubernetes.io/os,
 	// kubernetes.io/arch.
-	LabelHostname = GroupSuffix + "/hostname"
-	LabelOS       = GroupSuffix + "/os"
-	LabelArch     = GroupSuffix + "/arch"
+	LabelHostname string
+	LabelOS       string
+	LabelArch     string
 	// LabelBetaOS and LabelBetaArch: the deprecated beta.kubernetes.io/os and
 	// beta.kubernetes.io/arch.
-	LabelBetaOS   = "beta." + GroupSuffix + "/os"
-	LabelBetaArch = "beta." + GroupSuffix + "/arch"
+	LabelBetaOS   string
+	LabelBetaArch string
 	// LabelInstanceType (deprecated beta.kubernetes.io/instance-type) and
 	// LabelInstanceTypeStable (node.kubernetes.io/instance-type).
-	LabelInstanceType       = "beta." + GroupSuffix + "/instance-type"
-	LabelInstanceTypeStable = "node." + GroupSuffix + "/instance-type"
+	LabelInstanceType       string
+	LabelInstanceTypeStable string
 	// LabelFailureDomainBetaZone and LabelFailureDomainBetaRegion: the deprecated
 	// failure-domain.beta.kubernetes.io/zone and failure-domain.beta.kubernetes.io/region.
-	LabelFailureDomainBetaZone   = "failure-domain.beta." + GroupSuffix + "/zone"
-	LabelFailureDomainBetaRegion = "failure-domain.beta." + GroupSuffix + "/region"
+	LabelFailureDomainBetaZone   string
+	LabelFailureDomainBetaRegion string
 	// LabelTopologyZone and LabelTopologyRegion: topology.kubernetes.io/zone and
 	// topology.kubernetes.io/region.
-	LabelTopologyZone   = "topology." + GroupSuffix + "/zone"
-	LabelTopologyRegion = "topology." + GroupSuffix + "/region"
+	LabelTopologyZone   string
+	LabelTopologyRegion string
 	// LabelNamespaceKubelet and LabelNamespaceNode are label domains a node may use freely on its
 	// own Node (upstream kubelet.kubernetes.io and node.kubernetes.io, subdomains included).
-	LabelNamespaceKubelet = "kubelet." + GroupSuffix
-	LabelNamespaceNode    = "node." + GroupSuffix
+	LabelNamespaceKubelet string
+	LabelNamespaceNode    string
 	// LabelNamespaceNodeRestriction is the label domain no node may set, so that administrators
 	// can steer workloads by labels nodes cannot forge (upstream node-restriction.kubernetes.io).
-	LabelNamespaceNodeRestriction = "node-restriction." + GroupSuffix
+	LabelNamespaceNodeRestriction string
 )
 
 // Identifiers of the pod admission plugins (upstream spells them with kubernetes.io or kube).
-const (
+var (
 	// TaintNodeUnreachable is the taint of a node whose agent stopped reporting (upstream
 	// node.kubernetes.io/unreachable).
-	TaintNodeUnreachable = "node." + GroupSuffix + "/unreachable"
+	TaintNodeUnreachable string
 	// TaintNodeMemoryPressure is the taint of a node short of memory (upstream
 	// node.kubernetes.io/memory-pressure).
-	TaintNodeMemoryPressure = "node." + GroupSuffix + "/memory-pressure"
+	TaintNodeMemoryPressure string
 	// NamespaceNodeSelectorAnnotation holds a namespace's node selector that PodNodeSelector
 	// merges into its pods (upstream scheduler.alpha.kubernetes.io/node-selector).
-	NamespaceNodeSelectorAnnotation = "scheduler.alpha." + GroupSuffix + "/node-selector"
+	NamespaceNodeSelectorAnnotation string
 	// NamespaceDefaultTolerationsAnnotation and NamespaceTolerationsWhitelistAnnotation hold a
 	// namespace's default and allowed tolerations (JSON lists) for PodTolerationRestriction
 	// (upstream scheduler.alpha.kubernetes.io/defaultTolerations and
 	// scheduler.alpha.kubernetes.io/tolerationsWhitelist).
-	NamespaceDefaultTolerationsAnnotation   = "scheduler.alpha." + GroupSuffix + "/defaultTolerations"
-	NamespaceTolerationsWhitelistAnnotation = "scheduler.alpha." + GroupSuffix + "/tolerationsWhitelist"
+	NamespaceDefaultTolerationsAnnotation   string
+	NamespaceTolerationsWhitelistAnnotation string
 	// ServiceAccountTokenMountPath is where the ServiceAccount plugin mounts the projected token
 	// volume in containers (upstream /var/run/secrets/kubernetes.io/serviceaccount).
-	ServiceAccountTokenMountPath = "/var/run/secrets/" + GroupSuffix + "/serviceaccount"
+	ServiceAccountTokenMountPath string
 	// RootCAConfigMap is the ConfigMap in every namespace that carries the cluster CA bundle
 	// (key ca.crt) projected into pods' token volumes (upstream kube-root-ca.crt).
-	RootCAConfigMap = Product + "-root-ca.crt"
+	RootCAConfigMap string
 	// ServiceAccountTokenVolumePrefix starts the names of the projected token volumes the
 	// ServiceAccount plugin adds to pods (upstream kube-api-access-).
-	ServiceAccountTokenVolumePrefix = Product + "-api-access-"
+	ServiceAccountTokenVolumePrefix string
 	// EnforceMountableSecretsAnnotation on a service account ("true") limits its pods to the
 	// Secrets it lists (upstream kubernetes.io/enforce-mountable-secrets).
-	EnforceMountableSecretsAnnotation = GroupSuffix + "/enforce-mountable-secrets"
+	EnforceMountableSecretsAnnotation string
 	// LimitRangerAnnotation records on a pod which defaults LimitRanger set (upstream
 	// kubernetes.io/limit-ranger).
-	LimitRangerAnnotation = GroupSuffix + "/limit-ranger"
+	LimitRangerAnnotation string
 	// PodSecurityLabelPrefix starts the namespace labels that choose Pod Security levels
 	// (enforce, enforce-version, audit, audit-version, warn, warn-version) and the PodSecurity
 	// plugin's audit annotations (upstream pod-security.kubernetes.io/).
-	PodSecurityLabelPrefix = "pod-security." + GroupSuffix + "/"
+	PodSecurityLabelPrefix string
 	// ImagePolicyAnnotationInfix marks the pod annotations ImagePolicyWebhook forwards to its
 	// backend (keys matching *.image-policy.<suffix>/*; upstream .image-policy.k8s.io/).
-	ImagePolicyAnnotationInfix = ".image-policy." + GroupSuffix + "/"
+	ImagePolicyAnnotationInfix string
 )
 
 // DescriptionAnnotation holds a human-readable description of an object, such as the one the
 // root CA publisher puts on RootCAConfigMap (upstream kubernetes.io/description).
-const DescriptionAnnotation = GroupSuffix + "/description"
+var DescriptionAnnotation string
+
+// apply sets every identifier from the chosen profile.
+func apply() {
+	GroupSuffix, Domain = profile.groupSuffix, profile.domain
+	ProtobufMediaType = "application/vnd." + profile.name + ".protobuf"
+	SystemNamespace = profile.short + "-system"
+	PublicNamespace = profile.short + "-public"
+	ExecInfoEnv = strings.ToUpper(profile.name) + "_EXEC_INFO"
+	MetaGroup = "meta." + GroupSuffix
+	SecretTypeServiceAccountToken = Domain + "/service-account-token"
+	ServiceAccountNameAnnotation = Domain + "/service-account.name"
+	ServiceAccountUIDAnnotation = Domain + "/service-account.uid"
+	LegacyTokenLastUsedLabel = Domain + "/legacy-token-last-used"
+	LegacyTokenInvalidSinceLabel = Domain + "/legacy-token-invalid-since"
+	LegacyServiceAccountIssuer = profile.name + "/serviceaccount"
+	ServiceAccountClaimsKey = Domain
+	LegacyServiceAccountClaimPrefix = Domain + "/serviceaccount/"
+	SecretTypeBootstrapToken = "bootstrap." + Domain + "/token"
+	ControllerManagerUser = "system:" + profile.short + "-controller-manager"
+	AutoupdateAnnotation = "rbac.authorization." + Domain + "/autoupdate"
+	BootstrappingLabel = Domain + "/bootstrapping"
+	NodeLeaseNamespace = profile.short + "-node-lease"
+	MirrorPodAnnotation = Domain + "/config.mirror"
+	SignerAPIServerClient = Domain + "/" + profile.short + "-apiserver-client"
+	SignerAPIServerClientKubelet = Domain + "/kube-apiserver-client-kubelet"
+	SignerKubeletServing = Domain + "/kubelet-serving"
+	SignerLegacyUnknown = Domain + "/legacy-unknown"
+	IsDefaultStorageClassAnnotation = "storageclass." + Domain + "/is-default-class"
+	BetaIsDefaultStorageClassAnnotation = "storageclass.beta." + Domain + "/is-default-class"
+	BetaStorageClassAnnotation = "volume.beta." + Domain + "/storage-class"
+	IsDefaultIngressClassAnnotation = "ingressclass." + Domain + "/is-default-class"
+	IngressClassAnnotation = Domain + "/ingress.class"
+	PVCProtectionFinalizer = Domain + "/pvc-protection"
+	PVProtectionFinalizer = Domain + "/pv-protection"
+	TaintNodeNotReady = "node." + Domain + "/not-ready"
+	ResourceDefaultNamespacePrefix = Domain + "/"
+	LabelHostname = Domain + "/hostname"
+	LabelOS = Domain + "/os"
+	LabelArch = Domain + "/arch"
+	LabelBetaOS = "beta." + Domain + "/os"
+	LabelBetaArch = "beta." + Domain + "/arch"
+	LabelInstanceType = "beta." + Domain + "/instance-type"
+	LabelInstanceTypeStable = "node." + Domain + "/instance-type"
+	LabelFailureDomainBetaZone = "failure-domain.beta." + Domain + "/zone"
+	LabelFailureDomainBetaRegion = "failure-domain.beta." + Domain + "/region"
+	LabelTopologyZone = "topology." + Domain + "/zone"
+	LabelTopologyRegion = "topology." + Domain + "/region"
+	LabelNamespaceKubelet = "kubelet." + Domain
+	LabelNamespaceNode = "node." + Domain
+	LabelNamespaceNodeRestriction = "node-restriction." + Domain
+	TaintNodeUnreachable = "node." + Domain + "/unreachable"
+	TaintNodeMemoryPressure = "node." + Domain + "/memory-pressure"
+	NamespaceNodeSelectorAnnotation = "scheduler.alpha." + Domain + "/node-selector"
+	NamespaceDefaultTolerationsAnnotation = "scheduler.alpha." + Domain + "/defaultTolerations"
+	NamespaceTolerationsWhitelistAnnotation = "scheduler.alpha." + Domain + "/tolerationsWhitelist"
+	ServiceAccountTokenMountPath = "/var/run/secrets/" + Domain + "/serviceaccount"
+	RootCAConfigMap = profile.short + "-root-ca.crt"
+	ServiceAccountTokenVolumePrefix = profile.short + "-api-access-"
+	EnforceMountableSecretsAnnotation = Domain + "/enforce-mountable-secrets"
+	LimitRangerAnnotation = Domain + "/limit-ranger"
+	PodSecurityLabelPrefix = "pod-security." + Domain + "/"
+	ImagePolicyAnnotationInfix = ".image-policy." + GroupSuffix + "/"
+	DescriptionAnnotation = Domain + "/description"
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,9 +27,10 @@ type Flags interface {
 func Main(name string, cfg Flags, run func(ctx context.Context, log *slog.Logger) error) {
 	fs := pflag.NewFlagSet(name, pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
+	AddNamingProfileFlag(fs)
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(NamingProfileError(), cfg.Validate()); err != nil {
 		fmt.Fprintln(os.Stderr, name+": invalid configuration:\n"+err.Error())
 		os.Exit(2)
 	}

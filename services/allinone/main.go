@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"platform.io/libs/naming"
+	"platform.io/libs/service"
 	"platform.io/libs/telemetry"
 	gateway "platform.io/services/gateway/server"
 )
@@ -23,7 +24,12 @@ func main() {
 	cfg := defaultConfig()
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)
+	service.AddNamingProfileFlag(fs)
 	_ = fs.Parse(os.Args[1:])
+	if err := service.NamingProfileError(); err != nil {
+		fmt.Fprintln(os.Stderr, "platform: invalid configuration:\n"+err.Error())
+		os.Exit(2)
+	}
 	cfg.parsed(fs)
 	logOut := gateway.NewLogWriter(os.Stderr)
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.logLevel()}))

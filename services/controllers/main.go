@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"platform.io/libs/service"
 	"platform.io/services/controllers/manager"
 )
 
@@ -23,11 +24,12 @@ func main() {
 	var cfg manager.Config
 	fs := pflag.NewFlagSet("controllers", pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
+	service.AddNamingProfileFlag(fs)
 	_ = fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "controllers")
 	// client-go (leader election, informers) logs through klog: route it to the same handler.
 	klog.SetSlogLogger(log)
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(service.NamingProfileError(), cfg.Validate()); err != nil {
 		fmt.Fprintln(os.Stderr, "controllers: invalid configuration:\n"+err.Error())
 		os.Exit(2)
 	}

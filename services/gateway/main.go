@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"platform.io/libs/naming"
+	"platform.io/libs/service"
 	"platform.io/libs/telemetry"
 	"platform.io/services/gateway/server"
 )
@@ -21,10 +23,11 @@ func main() {
 	var cfg server.Config
 	fs := pflag.NewFlagSet("gateway", pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
+	service.AddNamingProfileFlag(fs)
 	_ = fs.Parse(os.Args[1:])
 	logOut := server.NewLogWriter(os.Stderr)
 	log := slog.New(slog.NewJSONHandler(logOut, nil)).With("service", "gateway")
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(service.NamingProfileError(), cfg.Validate()); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway: invalid configuration:\n"+err.Error())
 		os.Exit(2)
 	}

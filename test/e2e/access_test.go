@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/pki"
 	"platform.io/test/stack"
 )
@@ -159,16 +160,16 @@ func TestBootstrapTokenKubeconfig(t *testing.T) {
 	id, secret = strings.ToLower(id), strings.ToLower(secret)
 	k.ok(fmt.Sprintf(`apiVersion: v1
 kind: Secret
-metadata: {name: bootstrap-token-%s, namespace: platform-system}
-type: bootstrap.platform.io/token
+metadata: {name: bootstrap-token-%s, namespace: %s}
+type: %s
 stringData:
   token-id: %s
   token-secret: %s
   usage-bootstrap-authentication: "true"
   auth-extra-groups: system:bootstrappers:e2e
   expiration: %s
-`, id, id, secret, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)), "apply", "-f", "-")
-	t.Cleanup(func() { k.run("", "-n", "platform-system", "delete", "secret", "bootstrap-token-"+id) })
+`, id, naming.SystemNamespace, naming.SecretTypeBootstrapToken, id, secret, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)), "apply", "-f", "-")
+	t.Cleanup(func() { k.run("", "-n", naming.SystemNamespace, "delete", "secret", "bootstrap-token-"+id) })
 	boot := kubectlWith(t, s, tokenKubeconfig(t, s, s.URL, id+"."+secret), "")
 	if got := whoamiName(t, boot); got != "system:bootstrap:"+id {
 		t.Fatalf("whoami with a bootstrap token: %q", got)
@@ -218,7 +219,7 @@ func TestClientGoBoundToken(t *testing.T) {
 		t.Fatalf("SelfSubjectReview through the typed client: %v", err)
 	}
 	u := ssr.Status.UserInfo
-	if u.Username != "system:serviceaccount:"+ns+":worker" || len(u.Extra["authentication.platform.io/pod-name"]) != 1 || u.Extra["authentication.platform.io/pod-uid"][0] != string(pod.UID) {
+	if u.Username != "system:serviceaccount:"+ns+":worker" || len(u.Extra[naming.UserExtraKey("pod-name")]) != 1 || u.Extra[naming.UserExtraKey("pod-uid")][0] != string(pod.UID) {
 		t.Errorf("bound token identity: %+v", u)
 	}
 	if err := admin.CoreV1().Pods(ns).Delete(ctx, "job", metav1.DeleteOptions{}); err != nil {

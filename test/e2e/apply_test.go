@@ -412,12 +412,12 @@ func TestClientGoApply(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dynamic apply (create): %v", err)
 		}
-		if created.GetUID() == "" || created.GetAPIVersion() != "rbac.authorization.platform.io/v1" || created.GetKind() != "ClusterRole" {
+		if created.GetUID() == "" || created.GetAPIVersion() != clusterRolesGVR.GroupVersion().String() || created.GetKind() != "ClusterRole" {
 			t.Fatalf("dynamic apply (create) returned %v", created.Object)
 		}
 		e := managerEntry(created.GetManagedFields(), "e2e-dynamic", metav1.ManagedFieldsOperationApply)
-		if e == nil || e.APIVersion != "rbac.authorization.platform.io/v1" {
-			t.Errorf("managedFields after the create: %+v, want an Apply entry of e2e-dynamic for rbac.authorization.platform.io/v1", created.GetManagedFields())
+		if e == nil || e.APIVersion != clusterRolesGVR.GroupVersion().String() {
+			t.Errorf("managedFields after the create: %+v, want an Apply entry of e2e-dynamic for %s", created.GetManagedFields(), clusterRolesGVR.GroupVersion())
 		}
 		if got := fieldOwners(t, created.GetManagedFields(), "rules"); strings.Join(got, " ") != "e2e-dynamic/Apply" {
 			t.Errorf(".rules is owned by %v, want e2e-dynamic/Apply", got)

@@ -117,12 +117,19 @@ func issued(t *testing.T, k *kubectlRunner, name string) *x509.Certificate {
 	return cert
 }
 
-// decide adds an Approved or Denied condition through the approval subresource as admin.
-// (`kubectl certificate approve` insists on the upstream group's name, which discovery does not
-// list until the kubernetes naming profile; kubectl and client-go otherwise see
-// certificates.platform.io.)
-func decide(t *testing.T, s *stack.Stack, name, typ string) {
+// decide adds an Approved or Denied condition through the approval subresource as admin. In the
+// kubernetes naming profile it runs `kubectl certificate approve` or `deny`; those commands insist
+// on upstream's certificates.k8s.io types, so in the platform profile (certificates.platform.io)
+// the test writes the condition through the dynamic client, as kubectl's command would.
+func decide(t *testing.T, s *stack.Stack, k *kubectlRunner, name, typ string) {
 	t.Helper()
+	if naming.ProfileName() == naming.KubernetesProfile {
+		verb := map[string]string{"Approved": "approve", "Denied": "deny"}[typ]
+		if out := k.ok("", "certificate", verb, name); strings.TrimSpace(out) != "certificatesigningrequest.certificates.k8s.io/"+name+" "+strings.ToLower(typ) {
+			t.Errorf("kubectl certificate %s: %q", verb, out)
+		}
+		return
+	}
 	res := dynamicClient(t, s).Resource(schema.GroupVersionResource{Group: "certificates." + naming.GroupSuffix, Version: "v1", Resource: "certificatesigningrequests"})
 	ctx := ctxFor(t, 10*time.Second)
 	obj, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -184,7 +191,7 @@ func TestCertificateSigningWithKubectl(t *testing.T) {
 	if c := getCSR(t, k, alice); c.Spec.Username == "" || c.Status.Certificate != "" {
 		t.Fatalf("new request: requestor %q, certificate %q", c.Spec.Username, c.Status.Certificate)
 	}
-	decide(t, s, alice, "Approved")
+	decide(t, s, k, alice, "Approved")
 	cert := issued(t, k, alice)
 	verify(t, s, cert, x509.ExtKeyUsageClientAuth)
 	if life := cert.NotAfter.Sub(time.Now()); life > time.Hour+time.Minute || life < 50*time.Minute {
@@ -205,12 +212,12 @@ func TestCertificateSigningWithKubectl(t *testing.T) {
 	request, _ = newCSR(t, denied, nil)
 	k.ok(csrManifest(denied, naming.SignerAPIServerClient, request, []string{"client auth"}, 0), "apply", "-f", "-")
 	t.Cleanup(func() { k.run("", "delete", "csr", denied) })
-	decide(t, s, denied, "Denied")
+	decide(t, s, k, denied, "Denied")
 	bad := "bad-serving-" + suffix
 	request, _ = newCSR(t, "bob", nil, "bob.example.com")
 	k.ok(csrManifest(bad, naming.SignerKubeletServing, request, []string{"digital signature", "server auth"}, 0), "apply", "-f", "-")
 	t.Cleanup(func() { k.run("", "delete", "csr", bad) })
-	decide(t, s, bad, "Approved")
+	decide(t, s, k, bad, "Approved")
 	eventually(t, 30*time.Second, "the failed condition", func() error {
 		c := getCSR(t, k, bad)
 		if reason, ok := c.condition("Failed"); !ok || reason != "SignerValidationFailure" {
@@ -248,13 +255,13 @@ func nodeTLSBootstrap(t *testing.T, s *stack.Stack) {
 	k.ok(fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata: {name: bootstrap-token-%s, namespace: %s}
-type: bootstrap.%s/token
+type: %s
 stringData:
   token-id: %s
   token-secret: %s
   usage-bootstrap-authentication: "true"
   auth-extra-groups: %s
-`, id, naming.SystemNamespace, naming.GroupSuffix, id, secret, group), "apply", "-f", "-")
+`, id, naming.SystemNamespace, naming.SecretTypeBootstrapToken, id, secret, group), "apply", "-f", "-")
 	t.Cleanup(func() { k.run("", "-n", naming.SystemNamespace, "delete", "secret", "bootstrap-token-"+id) })
 	for _, role := range []string{"system:node-bootstrapper", "system:certificates." + naming.GroupSuffix + ":certificatesigningrequests:nodeclient"} {
 		name := "tls-" + id + "-" + strings.ReplaceAll(role[strings.LastIndex(role, ":")+1:], ".", "-")

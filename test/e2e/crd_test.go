@@ -25,16 +25,17 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"platform.io/libs/naming"
 	"platform.io/test/stack"
 )
 
 // crdsGVR is where CustomResourceDefinitions are served (upstream's apiextensions.k8s.io, renamed).
-var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.platform.io", Version: "v1", Resource: "customresourcedefinitions"}
+var crdsGVR = schema.GroupVersionResource{Group: naming.Group("apiextensions.k8s.io"), Version: "v1", Resource: "customresourcedefinitions"}
 
 // cronTabCRD is upstream's CronTab example: namespaced, short name ct, in the category all, one
 // version with a status subresource, printer columns (Image only in -o wide) and a schema with a
 // pattern, bounds and a default.
-const cronTabCRD = `apiVersion: apiextensions.platform.io/v1
+var cronTabCRD = `apiVersion: ` + crdsGVR.GroupVersion().String() + `
 kind: CustomResourceDefinition
 metadata:
   name: crontabs.stable.example.com
@@ -129,11 +130,11 @@ func TestKubectlCustomResources(t *testing.T) {
 
 	crdFile := writeFile(t, dir, "crd.yaml", cronTabCRD)
 	out := k.ok("", "apply", "-f", crdFile)
-	if strings.TrimSpace(out) != "customresourcedefinition.apiextensions.platform.io/"+crdName+" created" {
+	if strings.TrimSpace(out) != "customresourcedefinition."+crdsGVR.Group+"/"+crdName+" created" {
 		t.Errorf("kubectl apply -f crd.yaml: %q", out)
 	}
 	out = k.ok("", "wait", "--for", "condition=established", "crd/"+crdName, "--timeout=20s")
-	if strings.TrimSpace(out) != "customresourcedefinition.apiextensions.platform.io/"+crdName+" condition met" {
+	if strings.TrimSpace(out) != "customresourcedefinition."+crdsGVR.Group+"/"+crdName+" condition met" {
 		t.Errorf("kubectl wait --for condition=established: %q", out)
 	}
 
@@ -248,7 +249,7 @@ func TestKubectlCustomResources(t *testing.T) {
 
 	// Deleting the definition: the kind is gone for kubectl, and so are its objects.
 	out = k.ok("", "delete", "crd", crdName)
-	if strings.TrimSpace(out) != `customresourcedefinition.apiextensions.platform.io "`+crdName+`" deleted` {
+	if strings.TrimSpace(out) != "customresourcedefinition."+crdsGVR.Group+` "`+crdName+`" deleted` {
 		t.Errorf("kubectl delete crd: %q", out)
 	}
 	// kubectl still has crontabs in its discovery cache: the list is a 404.
@@ -305,7 +306,7 @@ func widgetCRDObject() *unstructured.Unstructured {
 		}
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.platform.io/v1", "kind": "CustomResourceDefinition",
+		"apiVersion": crdsGVR.GroupVersion().String(), "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": "widgets." + widgetGroup},
 		"spec": map[string]any{
 			"group": widgetGroup, "scope": "Namespaced",

@@ -1,13 +1,14 @@
 package e2e
 
 import (
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
+
+	"platform.io/libs/naming"
 )
 
 // Spec 000 "API groups and enabling" 1 and the renamed groups: client-go's discovery client and
@@ -30,11 +31,11 @@ func TestDiscoveryRESTMapper(t *testing.T) {
 	served := map[string]bool{}
 	for _, g := range groups.Groups {
 		served[g.Name] = true
-		if strings.HasSuffix(g.Name, ".k8s.io") {
-			t.Errorf("group %s is served under its upstream name", g.Name)
+		if naming.Group(g.Name) != g.Name {
+			t.Errorf("group %s is served under its upstream name in the %s naming profile", g.Name, naming.ProfileName())
 		}
 	}
-	for _, g := range []string{"", "apps", "batch", "autoscaling", "policy", "rbac.authorization.platform.io"} {
+	for _, g := range []string{"", "apps", "batch", "autoscaling", "policy", clusterRolesGVR.Group} {
 		if !served[g] {
 			t.Errorf("discovery lacks group %q", g)
 		}
@@ -48,7 +49,7 @@ func TestDiscoveryRESTMapper(t *testing.T) {
 	}{
 		{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "configmaps", true},
 		{schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, "deployments", true},
-		{schema.GroupVersionKind{Group: "rbac.authorization.platform.io", Version: "v1", Kind: "ClusterRole"}, "clusterroles", false},
+		{clusterRolesGVR.GroupVersion().WithKind("ClusterRole"), "clusterroles", false},
 		{schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "namespaces", false},
 	} {
 		m, err := mapper.RESTMapping(c.gvk.GroupKind(), c.gvk.Version)

@@ -146,7 +146,7 @@ func TestDynamicClientCRUD(t *testing.T) {
 		roles := dyn.Resource(clusterRolesGVR)
 		name := ns + "-reader"
 		role := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "rbac.authorization.platform.io/v1", "kind": "ClusterRole",
+			"apiVersion": clusterRolesGVR.GroupVersion().String(), "kind": "ClusterRole",
 			"metadata": map[string]any{"name": name},
 			"rules": []any{map[string]any{
 				"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"get", "list"},
@@ -156,7 +156,7 @@ func TestDynamicClientCRUD(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if created.GetAPIVersion() != "rbac.authorization.platform.io/v1" || created.GetKind() != "ClusterRole" || created.GetNamespace() != "" {
+		if created.GetAPIVersion() != clusterRolesGVR.GroupVersion().String() || created.GetKind() != "ClusterRole" || created.GetNamespace() != "" {
 			t.Errorf("created %s %s in namespace %q", created.GetAPIVersion(), created.GetKind(), created.GetNamespace())
 		}
 		got, err := roles.Get(ctx, name, metav1.GetOptions{})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/oidctest"
 	"platform.io/test/stack"
 )
@@ -21,7 +22,7 @@ import (
 // status when it is not 201.
 func whoamiHTTP(t *testing.T, c *http.Client, base string, header ...string) (string, int) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/apis/authentication.platform.io/v1/selfsubjectreviews", strings.NewReader(`{}`))
+	req, _ := http.NewRequest("POST", base+"/apis/"+naming.Group("authentication.k8s.io")+"/v1/selfsubjectreviews", strings.NewReader(`{}`))
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"platform.io/libs/naming"
 	"platform.io/test/stack"
 )
 
@@ -198,7 +199,7 @@ func TestKubectl(t *testing.T) {
 	k := newKubectl(t, s, "")
 
 	out := k.ok("", "get", "namespaces")
-	for _, name := range []string{"default", "platform-system", "platform-public", ns} {
+	for _, name := range []string{"default", naming.SystemNamespace, naming.PublicNamespace, ns} {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+Active\s+\S+$`).MatchString(out) {
 			t.Errorf("kubectl get namespaces lacks %s Active:\n%s", name, out)
 		}
@@ -308,8 +309,8 @@ func TestKubectl(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^deployments\s+deploy\s+apps/v1\s+true\s+Deployment$`).MatchString(out) {
 		t.Errorf("kubectl api-resources lacks deployments (deploy, apps/v1):\n%s", out)
 	}
-	if !regexp.MustCompile(`(?m)^clusterroles\s+rbac\.authorization\.platform\.io/v1\s+false\s+ClusterRole$`).MatchString(out) {
-		t.Errorf("kubectl api-resources lacks clusterroles of rbac.authorization.platform.io/v1:\n%s", out)
+	if !regexp.MustCompile(`(?m)^clusterroles\s+` + regexp.QuoteMeta(clusterRolesGVR.GroupVersion().String()) + `\s+false\s+ClusterRole$`).MatchString(out) {
+		t.Errorf("kubectl api-resources lacks clusterroles of %s:\n%s", clusterRolesGVR.GroupVersion(), out)
 	}
 
 	out = k.ok("", "get", "all")

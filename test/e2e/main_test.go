@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"platform.io/libs/naming"
 	"platform.io/test/stack"
 )
 
@@ -33,7 +34,7 @@ var shared *stack.Stack
 var sharedGatewayArgs = []string{"--watch-bookmark-interval=1s"}
 
 // sharedControllersArgs turn off the root CA publisher on the shared stack: its tests count the
-// config maps of namespaces of their own, where the publisher would add platform-root-ca.crt
+// config maps of namespaces of their own, where the publisher would add naming.RootCAConfigMap
 // (it is checked in its package and by the stacks of TestAllInOneAccessControl).
 var sharedControllersArgs = []string{"--controllers", "-root-ca-cert-publisher"}
 
@@ -157,12 +158,13 @@ func dynamicClient(t *testing.T, s *stack.Stack) *dynamic.DynamicClient {
 	return c
 }
 
-// The resources the tests use. Upstream *.k8s.io groups are served under *.platform.io.
+// The resources the tests use. Upstream *.k8s.io groups are served under naming.Group's names
+// (*.platform.io in the platform profile, unchanged in the kubernetes profile).
 var (
 	namespacesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	configMapsGVR   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	deploymentsGVR  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	clusterRolesGVR = schema.GroupVersionResource{Group: "rbac.authorization.platform.io", Version: "v1", Resource: "clusterroles"}
+	clusterRolesGVR = schema.GroupVersionResource{Group: naming.Group("rbac.authorization.k8s.io"), Version: "v1", Resource: "clusterroles"}
 )
 
 // ctxFor is a context that ends with the test (or after d).

@@ -20,10 +20,13 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"platform.io/libs/naming"
 )
 
-// platformProtobuf is the binary media type of the spec (upstream's is application/vnd.kubernetes.protobuf).
-const platformProtobuf = "application/vnd.platform.protobuf"
+// platformProtobuf is the binary media type of the spec (upstream's is
+// application/vnd.kubernetes.protobuf, the same in the kubernetes naming profile).
+var platformProtobuf = naming.ProtobufMediaType
 
 // platformCodecs is client-go's codec factory with its Protobuf serializer relabelled as the
 // platform media type: the envelope (0x6b 0x38 0x73 0x00, then runtime.Unknown) is the same.

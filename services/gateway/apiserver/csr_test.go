@@ -13,7 +13,7 @@ import (
 	"platform.io/services/gateway/gatewaytest"
 )
 
-const csrAPI = "/apis/certificates." + naming.GroupSuffix + "/v1/certificatesigningrequests"
+var csrAPI = "/apis/certificates." + naming.GroupSuffix + "/v1/certificatesigningrequests"
 
 // csrBody is a v1 CertificateSigningRequest body; edit adjusts its spec.
 func csrBody(name string, request []byte, edit ...func(spec map[string]any)) map[string]any {

@@ -15,12 +15,15 @@ import (
 
 // Media types the gateway reads and writes.
 const (
-	mediaJSON     = "application/json"
-	mediaYAML     = "application/yaml"
-	mediaProtobuf = naming.ProtobufMediaType
+	mediaJSON = "application/json"
+	mediaYAML = "application/yaml"
 	// mediaUpstreamProtobuf is upstream's name for the Protobuf encoding (kubectl's typed clients use it).
 	mediaUpstreamProtobuf = naming.UpstreamProtobufMediaType
 )
+
+// mediaProtobuf is the Protobuf media type of the naming profile (in the kubernetes profile, the
+// same as mediaUpstreamProtobuf).
+var mediaProtobuf = naming.ProtobufMediaType
 
 // format is the shape of a response body.
 type format int

@@ -13,11 +13,12 @@ import (
 
 // Media types of request and response bodies.
 const (
-	mediaJSON          = "application/json"
-	mediaYAML          = "application/yaml"
-	mediaJSONWatch     = "application/json;stream=watch"
-	mediaProtobufWatch = naming.ProtobufMediaType + ";stream=watch"
+	mediaJSON      = "application/json"
+	mediaYAML      = "application/yaml"
+	mediaJSONWatch = "application/json;stream=watch"
 )
+
+var mediaProtobufWatch = naming.ProtobufMediaType + ";stream=watch"
 
 // objectMediaTypes are the representations of objects, for request and response bodies.
 var objectMediaTypes = []string{mediaJSON, mediaYAML, naming.ProtobufMediaType}

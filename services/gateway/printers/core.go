@@ -19,8 +19,9 @@ import (
 )
 
 // Node role labels: "<prefix><role>" with any value gives a node that role.
+var nodeRolePrefix = "node-role." + naming.Domain + "/"
+
 const (
-	nodeRolePrefix         = "node-role." + naming.GroupSuffix + "/"
 	upstreamNodeRolePrefix = "node-role.kubernetes.io/"
 	// legacyNodeRoleLabel carries a role as its value.
 	legacyNodeRoleLabel = "kubernetes.io/role"

@@ -569,7 +569,7 @@ func forbiddenLabels(modified []string) []string {
 		switch {
 		case inDomain(d, naming.LabelNamespaceNodeRestriction):
 			out = append(out, k)
-		case (inDomain(d, naming.GroupSuffix) || inDomain(d, upstreamLabelDomain)) && !isKubeletLabel(k):
+		case (inDomain(d, naming.Domain) || inDomain(d, upstreamLabelDomain)) && !isKubeletLabel(k):
 			out = append(out, k)
 		}
 	}

@@ -36,9 +36,10 @@ type serviceAccount struct {
 }
 
 // Names and values of the projected token volume, as upstream's.
+var tokenVolumePrefix = naming.ServiceAccountTokenVolumePrefix
+
 const (
 	defaultServiceAccountName = "default"
-	tokenVolumePrefix         = naming.ServiceAccountTokenVolumePrefix
 	// tokenExpirationSeconds is upstream's WarnOnlyBoundTokenExpirationSeconds: a lifetime just
 	// over an hour that lets the token issuer recognize (and warn about) clients that do not
 	// refresh their token.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
+	"platform.io/services/gateway/audit"
 	"platform.io/services/gateway/auth"
 )
 
@@ -28,22 +29,47 @@ const (
 // authorize. It returns the request with the effective user in its context.
 func (a *API) admitRequest(r *http.Request, attrs auth.Attributes) (*http.Request, error) {
 	u, err := a.authenticate(r)
+	audit.Begin(r.Context(), audit.Attributes{User: u, Verb: attrs.Verb, ResourceRequest: attrs.ResourceRequest, APIGroup: attrs.APIGroup,
+		APIVersion: attrs.APIVersion, Resource: attrs.Resource, Subresource: attrs.Subresource, Namespace: attrs.Namespace, Name: attrs.Name, Path: attrs.Path})
 	if err != nil {
 		return r, err
 	}
+	caller := u
 	u, err = a.impersonate(r, u)
 	if err != nil {
 		return r, err
+	}
+	if u != caller {
+		audit.SetImpersonatedUser(r.Context(), u)
 	}
 	attrs.User = u
 	decision, reason, err := a.authz.Authorize(r.Context(), attrs)
 	if err != nil {
 		return r, a.dependencyError(r.Context(), err)
 	}
+	// As upstream, the audit record says what authorization decided and why.
+	authzGroup := naming.Group("authorization.k8s.io")
 	if decision != auth.DecisionAllow {
+		audit.AddAnnotation(r.Context(), authzGroup+"/decision", "forbid")
+		audit.AddAnnotation(r.Context(), authzGroup+"/reason", reason)
 		return r, forbidden(attrs, reason)
 	}
+	audit.AddAnnotation(r.Context(), authzGroup+"/decision", "allow")
+	audit.AddAnnotation(r.Context(), authzGroup+"/reason", reason)
 	return r.WithContext(auth.WithUser(r.Context(), u)), nil
+}
+
+// auditAdmissionAnnotations adds admission's annotations to the audit record; the patch
+// annotations of mutating webhooks are kept at level Request and above only (spec 001).
+func auditAdmissionAnnotations(ctx context.Context, annotations map[string]string) {
+	patchPrefix := "patch.webhook.admission." + naming.GroupSuffix + "/"
+	for k, v := range annotations {
+		if strings.HasPrefix(k, patchPrefix) {
+			audit.AddAnnotationAtLevel(ctx, audit.LevelRequest, k, v)
+		} else {
+			audit.AddAnnotation(ctx, k, v)
+		}
+	}
 }
 
 // authenticate identifies the caller: 401 for refused credentials (upstream's message, the

@@ -217,6 +217,7 @@ func (a *API) admissionOutcome(ctx context.Context, resp *admissionv1.AdmissionR
 	if info := requestInfoFrom(ctx); info != nil {
 		info.addAdmissionNotes(resp.GetWarnings(), resp.GetAuditAnnotations())
 	}
+	auditAdmissionAnnotations(ctx, resp.GetAuditAnnotations())
 	if resp.GetAllowed() {
 		return nil
 	}

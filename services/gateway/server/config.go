@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/service"
+	"platform.io/services/gateway/audit"
 
 	"platform.io/services/gateway/registry"
 )
@@ -56,6 +58,8 @@ type Config struct {
 	MaxMutatingRequestsInflight int
 	// WatchCache shares one storage watch per resource type among the gateway's watchers.
 	WatchCache bool
+	// Audit is the audit log: policy file, log path and rotation (off without a policy).
+	Audit audit.Options
 	// EnableControllers runs the CustomResourceDefinition status controller (names, Established,
 	// cleanup on delete) in this process; the other controllers are the controllers service's.
 	EnableControllers bool
@@ -83,6 +87,12 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", 400, "read-only requests served at once before answering 429 (0: no bound)")
 	fs.IntVar(&c.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "mutating requests served at once before answering 429 (0: no bound)")
 	fs.BoolVar(&c.WatchCache, "watch-cache", true, "share one storage watch per resource type among watches that start at a known resourceVersion (decode and encode each event once)")
+	fs.StringVar(&c.Audit.PolicyFile, "audit-policy-file", "", "audit Policy (audit."+naming.GroupSuffix+"/v1): which requests are recorded at which level; auditing is off without it")
+	fs.StringVar(&c.Audit.LogPath, "audit-log-path", "", "file the audit events are written to as JSON lines, - for standard output")
+	fs.IntVar(&c.Audit.MaxAge, "audit-log-maxage", 0, "days to keep rotated audit log files (0: no limit)")
+	fs.IntVar(&c.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files to keep (0: no limit)")
+	fs.IntVar(&c.Audit.MaxSize, "audit-log-maxsize", 0, "megabytes an audit log file grows to before it is rotated (0: no limit)")
+	fs.StringVar(&c.Audit.Format, "audit-log-format", "json", "format of audit log lines: json")
 	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the CustomResourceDefinition status controller (accepted names, Established, cleanup on delete) in this process")
 }
 
@@ -131,5 +141,28 @@ func (c *Config) Validate() error {
 	if c.MinRequestTimeout <= 0 {
 		errs = append(errs, errors.New("--min-request-timeout must be positive"))
 	}
+	errs = append(errs, c.validateAudit()...)
 	return errors.Join(errs...)
+}
+
+func (c *Config) validateAudit() []error {
+	a := c.Audit
+	var errs []error
+	switch {
+	case a.PolicyFile != "" && a.LogPath == "":
+		errs = append(errs, errors.New("--audit-policy-file needs --audit-log-path (where the events go)"))
+	case a.LogPath != "" && a.PolicyFile == "":
+		errs = append(errs, errors.New("--audit-log-path needs --audit-policy-file (which requests are recorded)"))
+	case a.PolicyFile != "":
+		if _, err := audit.LoadPolicy(a.PolicyFile); err != nil {
+			errs = append(errs, fmt.Errorf("--audit-policy-file: %w", err))
+		}
+	}
+	if a.Format != "json" {
+		errs = append(errs, fmt.Errorf("--audit-log-format %q: only json is supported", a.Format))
+	}
+	if a.MaxAge < 0 || a.MaxBackups < 0 || a.MaxSize < 0 {
+		errs = append(errs, errors.New("--audit-log-maxage, --audit-log-maxbackup and --audit-log-maxsize must not be negative"))
+	}
+	return errs
 }

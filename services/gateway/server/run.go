@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/version"
 
 	"platform.io/libs/naming"
@@ -30,6 +33,7 @@ import (
 	"platform.io/libs/storage"
 	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/apiserver"
+	"platform.io/services/gateway/audit"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/health"
 	"platform.io/services/gateway/openapi"
@@ -65,6 +69,7 @@ type Server struct {
 	served   chan error
 	stopOnce sync.Once
 	stopped  chan struct{}
+	auditor  *audit.Auditor
 	// bootstrapped is closed once the initial namespaces and the default RBAC policy are stored.
 	bootstrapped chan struct{}
 }
@@ -161,7 +166,14 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	router.NotFoundHandler = api.NotFound()
 	router.MethodNotAllowedHandler = api.NotFound()
 
-	handler := withRequestID(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(router)), log)
+	auditOpts := cfg.Audit
+	auditOpts.ProtobufToJSON = protobufToJSON(reg.Scheme)
+	auditor, err := audit.New(auditOpts, log, metrics)
+	if err != nil {
+		return nil, err
+	}
+	s.auditor = auditor
+	handler := withRequestID(auditor.Handler(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(router))), log)
 	handler = otelhttp.NewHandler(handler, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method + " " + spanPath(r.URL.Path)
 	}))
@@ -275,6 +287,9 @@ func (s *Server) Stop(ctx context.Context) {
 		}
 		s.cancel()
 		s.closeConns()
+		if err := s.auditor.Close(); err != nil {
+			s.log.Warn("closing the audit log", "error", err)
+		}
 		close(s.stopped)
 	})
 	<-s.stopped
@@ -375,4 +390,18 @@ func spanPath(p string) string {
 		parts = parts[:5]
 	}
 	return "/" + strings.Join(parts, "/")
+}
+
+// protobufToJSON decodes a Protobuf body with the registry's kinds and encodes it as JSON (for
+// the audit log's request and response objects).
+func protobufToJSON(scheme *kruntime.Scheme) func([]byte) ([]byte, error) {
+	pb := protobuf.NewSerializer(scheme, scheme)
+	return func(data []byte) ([]byte, error) {
+		obj, gvk, err := pb.Decode(data, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		obj.GetObjectKind().SetGroupVersionKind(*gvk)
+		return json.Marshal(obj)
+	}
 }

@@ -93,6 +93,12 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		// what is served then), as upstream ends them.
 		defer a.customWatches.add(info.res, cancel)()
 	}
+	// over tells whether the watch has reached its end: its timeout, the client leaving, or its
+	// kind changing. The clock is asked too because ctx's timer can run hundreds of milliseconds
+	// late on a busy machine, and an error that arrives once the timeout has passed, whatever it
+	// is, must not turn the watch's normal end into an ERROR event.
+	deadline, timed := ctx.Deadline()
+	over := func() bool { return ctx.Err() != nil || (timed && !time.Now().Before(deadline)) }
 	req := &storagev1.WatchRequest{
 		Type: storageType(info.res), Namespace: info.namespace,
 		LabelSelector: lp.labelSelector, FieldSelector: lp.fieldSelector,
@@ -110,6 +116,10 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 			// No initial state wanted: start at the current revision.
 			rev, err := a.store.Revision(ctx, &storagev1.RevisionRequest{Type: req.Type})
 			if err != nil {
+				if over() {
+					startWatchResponse(w, out) // the time is up: an empty stream, ended cleanly
+					return
+				}
 				a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
 				return
 			}
@@ -122,8 +132,20 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 			return
 		}
 	}
-	stream, err := a.store.Watch(ctx, req)
+	// The storage watch does not carry the watch's deadline: it runs until this handler ends it.
+	// With the deadline, the storage side's own timer for it could end the stream
+	// (DEADLINE_EXCEEDED) before this handler's timer had fired, and the watch ended with a 504
+	// ERROR event instead of cleanly. Now the storage stream is cancelled only after ctx is done,
+	// so its cancellation is always seen as the watch's end. Values (trace) are kept.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
+	defer context.AfterFunc(ctx, scancel)()
+	stream, err := a.store.Watch(sctx, req)
 	if err != nil {
+		if over() {
+			startWatchResponse(w, out)
+			return
+		}
 		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
 		return
 	}
@@ -133,10 +155,11 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	for {
 		events, err := stream.Recv()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, io.EOF) || storage.IsUnavailable(err) {
-				// The storage service went away (restart, shutdown): end the stream cleanly, as an
-				// API server that stops does, so clients resume from their last resourceVersion
-				// instead of relisting.
+			if over() || errors.Is(err, io.EOF) || storage.IsUnavailable(err) {
+				// The time is up (whatever storage said at that moment), or the storage service
+				// went away (restart, shutdown): end the stream cleanly, as an API server that
+				// stops does, so clients resume from their last resourceVersion instead of
+				// relisting. Errors before the timeout are ERROR events.
 				return
 			}
 			buf.Reset()

@@ -10,7 +10,7 @@ BUF_VERSION := v1.73.0
 PROTOC_GEN_GO_VERSION := v1.36.11
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
 
-.PHONY: run test bench load proto lint build tools
+.PHONY: run test bench load proto lint build tools images up down
 
 ## run: the whole system on this machine (the all-in-one: every service in one process, embedded
 ## storage, no Redis or Docker needed) on https://127.0.0.1:6443; it prints how to use kubectl.
@@ -53,3 +53,29 @@ proto: tools
 lint:
 	@out=$$(gofmt -l $$($(GO) list -m -f '{{.Dir}}')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# Container images and the compose stack (build/images/README.md, docs/operations.md "Compose").
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Compose v2 (`docker compose`) where installed, else v1 (Debian's docker-compose).
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_PROJECT ?= platform
+IMAGES ?= storage authn authz admission certificates controllers gateway platform redis $(if $(TRACING),jaeger)
+COMPOSE_ENV = PLATFORM_VERSION=$(VERSION) $(if $(TRACING),COMPOSE_PROFILES=tracing PLATFORM_OTLP_ENDPOINT=http://jaeger:4317)
+
+## images: the container images, nothing pulled: platform/<service>:$(VERSION) and :latest for every service and the
+## all-in-one (static binaries FROM scratch, user 65532), and redis:7 from Debian's packages when no such image exists;
+## TRACING=1 adds jaegertracing/jaeger:2.13.0 compiled from its Go source (minutes the first time). See build/images/README.md.
+images:
+	VERSION=$(VERSION) GO=$(GO) IMAGES="$(IMAGES)" build/images/build.sh
+
+## up: the split stack in containers (compose.yaml) on https://127.0.0.1:6443, waiting until it is ready; then
+## kubectl --kubeconfig .compose/admin.kubeconfig get ns. TRACING=1 adds Jaeger (UI on http://127.0.0.1:16686).
+up: images
+	mkdir -p .compose
+	$(COMPOSE_ENV) $(COMPOSE) -p $(COMPOSE_PROJECT) up -d --remove-orphans
+	build/compose-wait.sh $(COMPOSE_PROJECT) 180
+	@echo "ready: kubectl --kubeconfig .compose/admin.kubeconfig get ns"
+
+## down: stop and remove the stack's containers; ARGS=-v also removes its volumes (Redis data, the PKI).
+down:
+	$(COMPOSE_ENV) $(COMPOSE) -p $(COMPOSE_PROJECT) --profile tracing down --remove-orphans $(ARGS)

@@ -17,10 +17,14 @@ import (
 	"platform.io/libs/naming"
 	"platform.io/libs/service"
 	"platform.io/libs/telemetry"
+	"platform.io/services/allinone/certs"
 	gateway "platform.io/services/gateway/server"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "certs" { // `platform certs`: the split stack's service PKI
+		os.Exit(certs.Main(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	cfg := defaultConfig()
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)

@@ -1,0 +1,420 @@
+// Package compose checks the container deployment end to end: it builds the images (`make
+// images`), starts compose.yaml under a project name and host port of its own (so it runs beside
+// other tests and a developer's `make up`), waits until every container is healthy, and drives
+// the stack through the published gateway port with kubectl and client-go: create, list and watch
+// ConfigMaps, a service account token, an RBAC denial; then mutual TLS between the services (a
+// peer without a certificate of the service CA is refused) and a second `up` that keeps the PKI.
+// `docker compose down -v` removes everything at the end.
+//
+// It needs a Docker engine and Compose (v2 `docker compose` or v1 `docker-compose`); without
+// them it fails, it does not skip. kubectl is used when it is installed; the client-go checks run
+// either way.
+package compose
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"platform.io/libs/pki"
+	"platform.io/test/stack"
+)
+
+// imageTag is the tag this test builds and runs (`make images VERSION=...` also moves :latest).
+const imageTag = "compose-test"
+
+// grpcServices are the services with a gRPC API behind mutual TLS, and their ports.
+var grpcServices = map[string]int{"storage": 7001, "authn": 7002, "authz": 7003, "admission": 7004, "certificates": 7005, "controllers": 7006}
+
+// project is one compose project of the test.
+type project struct {
+	t       *testing.T
+	root    string
+	compose []string // the compose command: docker compose, or docker-compose
+	name    string
+	env     []string
+	outDir  string
+}
+
+// run runs a compose subcommand for the project, bounded by timeout, and returns its combined
+// output.
+func (p *project) run(timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	full := append(append(append([]string(nil), p.compose[1:]...), "-f", filepath.Join(p.root, "compose.yaml"), "-p", p.name), args...)
+	cmd := exec.CommandContext(ctx, p.compose[0], full...)
+	cmd.Dir = p.root
+	cmd.Env = p.env
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%s %s: timed out after %v", strings.Join(p.compose, " "), strings.Join(args, " "), timeout)
+	}
+	return string(out), err
+}
+
+// docker runs docker with args, bounded by timeout.
+func docker(timeout time.Duration, args ...string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return out.String(), exit.ExitCode(), nil
+	}
+	if ctx.Err() != nil {
+		return out.String(), -1, fmt.Errorf("docker %s: timed out after %v", strings.Join(args, " "), timeout)
+	}
+	return out.String(), 0, err
+}
+
+// composeCommand finds Compose: the v2 plugin, else v1's docker-compose. No Docker or no
+// Compose fails the test: the container deployment is part of what CI checks.
+func composeCommand(t *testing.T) []string {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Fatal("docker is not installed: the compose test needs a Docker engine with Compose (it does not skip)")
+	}
+	if out, code, err := docker(30*time.Second, "info", "--format", "{{.ServerVersion}}"); err != nil || code != 0 {
+		t.Fatalf("the Docker engine does not answer (docker info: exit %d, %v): %s", code, err, out)
+	}
+	if _, code, err := docker(30*time.Second, "compose", "version"); err == nil && code == 0 {
+		return []string{"docker", "compose"}
+	}
+	if path, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{path}
+	}
+	t.Fatal("neither `docker compose` (v2) nor docker-compose (v1) is installed")
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func randomSuffix(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func TestCompose(t *testing.T) {
+	compose := composeCommand(t)
+	root := stack.RepoRoot()
+
+	// The images: Platform's own are rebuilt (the go build is incremental), redis:7 only when absent.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	mk := exec.CommandContext(ctx, "make", "images", "VERSION="+imageTag)
+	mk.Dir = root
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("make images: %v\n%s", err, out)
+	} else {
+		t.Logf("make images: %v\n%s", time.Since(start).Round(100*time.Millisecond), strings.TrimSpace(string(out)))
+	}
+
+	port := freePort(t)
+	p := &project{t: t, root: root, compose: compose, name: "platformtest" + randomSuffix(t), outDir: t.TempDir()}
+	p.env = append(os.Environ(), "PLATFORM_VERSION="+imageTag, "PLATFORM_PORT="+strconv.Itoa(port), "PLATFORM_COMPOSE_DIR="+p.outDir,
+		"PLATFORM_OTLP_ENDPOINT=", "COMPOSE_PROFILES=")
+	t.Cleanup(func() {
+		if t.Failed() {
+			if out, err := p.run(time.Minute, "logs", "--no-color", "--tail", "40"); err == nil {
+				t.Logf("logs of %s:\n%s", p.name, out)
+			}
+		}
+		if out, err := p.run(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			t.Errorf("compose down -v: %v\n%s", err, out)
+		}
+	})
+
+	start = time.Now()
+	up := func() {
+		t.Helper()
+		if out, err := p.run(5*time.Minute, "up", "-d"); err != nil {
+			t.Fatalf("compose up -d: %v\n%s", err, out)
+		}
+		// Compose v1 has no `up --wait`: the same script as `make up` waits for the health checks.
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		wait := exec.CommandContext(ctx, filepath.Join(root, "build", "compose-wait.sh"), p.name, "180")
+		if out, err := wait.CombinedOutput(); err != nil {
+			t.Fatalf("the stack did not become ready: %v\n%s", err, out)
+		}
+	}
+	up()
+	t.Logf("compose up until every container is healthy: %v", time.Since(start).Round(100*time.Millisecond))
+
+	kubeconfig := filepath.Join(p.outDir, "admin.kubeconfig")
+	caBefore, err := os.ReadFile(filepath.Join(p.outDir, "ca.crt"))
+	if err != nil {
+		t.Fatalf("the certs init container wrote no ca.crt next to the kubeconfig: %v", err)
+	}
+	kubeconfigBefore, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("admin.kubeconfig: %v", err)
+	}
+	if want := "https://127.0.0.1:" + strconv.Itoa(port); cfg.Host != want {
+		t.Fatalf("admin.kubeconfig names %s, want %s", cfg.Host, want)
+	}
+
+	start = time.Now()
+	t.Run("images", func(t *testing.T) { checkImages(t) })
+	t.Run("kubectl", func(t *testing.T) { checkKubectl(t, kubeconfig) })
+	t.Run("client-go", func(t *testing.T) { checkClientGo(t, cfg) })
+	t.Run("mutual-tls", func(t *testing.T) { checkMutualTLS(t, p) })
+	t.Logf("checks through the stack: %v", time.Since(start).Round(100*time.Millisecond))
+
+	// A second `up` reruns the certs container, which keeps the valid PKI: same CA, and the
+	// running services (whose certificates did not change) stay ready.
+	start = time.Now()
+	up()
+	// admin.kubeconfig embeds the CA and the admin certificate: unchanged means both were kept.
+	for path, before := range map[string][]byte{filepath.Join(p.outDir, "ca.crt"): caBefore, kubeconfig: kubeconfigBefore} {
+		if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+			t.Errorf("a second up changed %s (%v): the PKI was not kept", filepath.Base(path), err)
+		}
+	}
+	t.Logf("second compose up: %v", time.Since(start).Round(100*time.Millisecond))
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("after the second up: %v", err)
+	}
+}
+
+// checkImages: every Platform image runs as the numeric non-root user.
+func checkImages(t *testing.T) {
+	for _, name := range []string{"storage", "authn", "authz", "admission", "certificates", "controllers", "gateway", "platform"} {
+		out, code, err := docker(30*time.Second, "image", "inspect", "-f", "{{.Config.User}}", "platform/"+name+":"+imageTag)
+		if err != nil || code != 0 {
+			t.Errorf("platform/%s:%s: exit %d, %v: %s", name, imageTag, code, err, out)
+			continue
+		}
+		if got := strings.TrimSpace(out); got != "65532:65532" {
+			t.Errorf("platform/%s runs as %q, want 65532:65532", name, got)
+		}
+	}
+}
+
+func checkKubectl(t *testing.T, kubeconfig string) {
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Log("kubectl is not installed: only the client-go checks run")
+		return
+	}
+	cacheDir := t.TempDir()
+	kubectl := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig, "--cache-dir", cacheDir}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := kubectl("get", "ns"); !strings.Contains(out, "default") || !strings.Contains(out, "Active") {
+		t.Errorf("kubectl get ns:\n%s", out)
+	}
+	ns := "compose-kubectl-" + randomSuffix(t)
+	kubectl("create", "namespace", ns)
+	kubectl("-n", ns, "create", "configmap", "greeting", "--from-literal=hello=world")
+	if out := kubectl("-n", ns, "get", "configmap", "greeting", "-o", "jsonpath={.data.hello}"); out != "world" {
+		t.Errorf("kubectl get configmap: %q, want world", out)
+	}
+	kubectl("delete", "namespace", ns, "--wait=false")
+}
+
+func checkClientGo(t *testing.T, cfg *rest.Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "compose-" + randomSuffix(t)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) }()
+	cms := kube.CoreV1().ConfigMaps(ns)
+	sel := metav1.ListOptions{LabelSelector: "test=compose"}
+
+	// Create and list.
+	for i := range 3 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Labels: map[string]string{"test": "compose"}}, Data: map[string]string{"i": strconv.Itoa(i)}}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", cm.Name, err)
+		}
+	}
+	list, err := cms.List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 {
+		t.Fatalf("listed %d ConfigMaps, want 3", len(list.Items))
+	}
+
+	// Watch from the list's resourceVersion: a later create and update arrive, in order.
+	opts := sel
+	opts.ResourceVersion = list.ResourceVersion
+	w, err := cms.Watch(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-new", Labels: map[string]string{"test": "compose"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm0, err := cms.Get(ctx, "cm-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm0.Data["i"] = "changed"
+	if _, err := cms.Update(ctx, cm0, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ADDED cm-new", "MODIFIED cm-0"}
+	var got []string
+	timeout := time.After(30 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch ended after %v", got)
+			}
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			if ev.Type == watch.Error {
+				t.Fatalf("watch error: %v", apierrors.FromObject(ev.Object))
+			}
+			got = append(got, string(ev.Type)+" "+ev.Object.(*corev1.ConfigMap).Name)
+		case <-timeout:
+			t.Fatalf("watch events after 30s: %v, want %v", got, want)
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("watch events %v, want %v", got, want)
+	}
+
+	// A service account token (TokenRequest) authenticates as the account, which RBAC gives no
+	// rights here: 403 Forbidden naming the user.
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "robot", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest: %v", err)
+	}
+	if tr.Status.Token == "" {
+		t.Fatal("TokenRequest returned no token")
+	}
+	robotCfg := rest.AnonymousClientConfig(cfg)
+	robotCfg.BearerToken = tr.Status.Token
+	robot, err := kubernetes.NewForConfig(robotCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = robot.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	user := "system:serviceaccount:" + ns + ":robot"
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("the token's user listed ConfigMaps without a grant: %v, want 403 Forbidden", err)
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != 403 || !strings.Contains(status.Status().Message, `User "`+user+`" cannot list resource "configmaps"`) {
+		t.Errorf("denial: %v, want code 403 naming %s", err, user)
+	}
+	// A token that is not one is refused as unauthenticated, not as forbidden.
+	badCfg := rest.AnonymousClientConfig(cfg)
+	badCfg.BearerToken = tr.Status.Token[:len(tr.Status.Token)-4] + "AAAA"
+	bad, err := kubernetes.NewForConfig(badCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("a tampered token: %v, want 401 Unauthorized", err)
+	}
+}
+
+// checkMutualTLS probes every gRPC service from inside the stack's network: with the service's
+// own certificate it answers; without a client certificate, or with one of another CA, the
+// handshake is refused.
+func checkMutualTLS(t *testing.T, p *project) {
+	foreign := t.TempDir()
+	ca, err := pki.NewCA("not-the-service-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, k, err := ca.IssuePeer("storage", []string{"storage", "localhost", "127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.WritePair(filepath.Join(foreign, "peer.crt"), filepath.Join(foreign, "peer.key"), c, k); err != nil {
+		t.Fatal(err)
+	}
+	network, volume := p.name+"_platform", p.name+"_pki"
+	probe := func(svc string, port int, args ...string) (string, int) {
+		t.Helper()
+		run := append([]string{"run", "--rm", "--network", network, "--user", "0:0", "-v", volume + ":/pki:ro", "-v", foreign + ":/foreign:ro",
+			"--entrypoint", "/usr/local/bin/" + svc, "platform/" + svc + ":" + imageTag,
+			"--health-probe=grpc://" + svc + ":" + strconv.Itoa(port), "--ca-file=/pki/ca.crt", "--timeout=5s"}, args...)
+		out, code, err := docker(time.Minute, run...)
+		if err != nil {
+			t.Fatalf("docker run: %v", err)
+		}
+		return out, code
+	}
+	for svc, port := range grpcServices {
+		if out, code := probe(svc, port, "--cert-file=/pki/"+svc+".crt", "--key-file=/pki/"+svc+".key"); code != 0 {
+			t.Errorf("%s with its own certificate, across the network: exit %d: %s", svc, code, out)
+		}
+		if out, code := probe(svc, port); code != 1 {
+			t.Errorf("%s without a client certificate: exit %d, want 1 (refused): %s", svc, code, out)
+		}
+		if out, code := probe(svc, port, "--cert-file=/foreign/peer.crt", "--key-file=/foreign/peer.key"); code != 1 {
+			t.Errorf("%s with a certificate of another CA: exit %d, want 1 (refused): %s", svc, code, out)
+		}
+	}
+}

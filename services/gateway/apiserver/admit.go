@@ -238,14 +238,13 @@ func (a *API) admissionOutcome(ctx context.Context, resp *admissionv1.AdmissionR
 // decodeAdmitted reads the object a mutating plugin or webhook returned, as a request body is
 // read: strictly typed (or pruned for custom kinds), defaulted.
 func (a *API) decodeAdmitted(res *registry.Resource, data []byte) (runtime.Object, error) {
-	obj := res.New()
+	st := res.Strategy()
+	obj := st.New()
 	if _, err := decodeJSON(data, obj, false); err != nil {
 		return nil, apierrors.NewInternalError(errors.New("the object admission returned does not decode: " + err.Error()))
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) {
-		if _, err := normalizeCustom(res, u); err != nil {
-			return nil, err
-		}
+	if _, err := st.Normalize(obj); err != nil {
+		return nil, err
 	}
 	obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
 	applyDefaults(res, obj)

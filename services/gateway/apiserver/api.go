@@ -7,7 +7,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -67,16 +66,11 @@ type API struct {
 	hubs      hubs
 	runCtx    context.Context
 	jsonCache *jsonCache
-	// fieldManagers track field ownership (managedFields) and merge server-side apply.
-	fieldManagers fieldManagers
 	// crds is the state of the custom resource definitions' informer and controller.
 	crds crdState
 	// customWatches are the direct storage watches of custom resources, ended when their
 	// definition changes or goes away.
 	customWatches watchCancels
-	// customPrinters caches the Table printer of each custom resource (*registry.Resource →
-	// *printers.Printer).
-	customPrinters sync.Map
 }
 
 // New builds the resource API.
@@ -113,6 +107,8 @@ func New(cfg Config) *API {
 		now:       cfg.Now,
 	}
 	a.nsCache = newNamespaceCache(a)
+	// Every served resource gets its kind's strategy, chosen by the registry.
+	a.reg.UseStrategies(a.strategies())
 	return a
 }
 

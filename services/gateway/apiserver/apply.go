@@ -39,7 +39,7 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 		}
 		live := cur
 		if created {
-			live = res.New()
+			live = res.Strategy().New()
 			live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
 			m := mustMeta(live)
 			m.SetName(info.name)
@@ -128,19 +128,18 @@ func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation)
 	if _, found, _ := unstructured.NestedFieldNoCopy(content, "metadata", "managedFields"); found {
 		return nil, nil, apierrors.NewBadRequest("metadata.managedFields must be nil: an apply body may not carry managedFields")
 	}
-	strict, err := decodeJSON(data, res.New(), false)
+	st := res.Strategy()
+	strict, err := decodeJSON(data, st.New(), false)
 	if err != nil {
 		return nil, nil, apierrors.NewBadRequest(err.Error())
 	}
-	if isCustom(res) {
-		// The applier's fields the schema does not know are pruned (and reported) before the
-		// merge, so nobody comes to own them.
-		unknown, err := normalizeCustom(res, u)
-		if err != nil {
-			return nil, nil, err
-		}
-		strict = append(strict, unknown...)
+	// The applier's fields the kind does not know (a custom resource's schema) are pruned (and
+	// reported) before the merge, so nobody comes to own them.
+	unknown, err := st.Normalize(u)
+	if err != nil {
+		return nil, nil, err
 	}
+	strict = append(strict, unknown...)
 	if yamlStrict, err := yaml.YAMLToJSONStrict(body); err != nil && yamlStrict == nil {
 		strict = append(strict, strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
 	}
@@ -153,15 +152,7 @@ func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation)
 	return u, strict, nil
 }
 
-// typed converts the field manager's result to the resource's Go type.
+// typed converts the field manager's result to the resource's object form.
 func (a *API) typed(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || isCustom(res) {
-		return obj, nil
-	}
-	out := res.New()
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return nil, apierrors.NewBadRequest("the applied object does not fit its kind: " + err.Error())
-	}
-	return out, nil
+	return res.Strategy().Typed(obj)
 }

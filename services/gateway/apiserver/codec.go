@@ -95,7 +95,8 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 		}
 		mediaType = mt
 	}
-	into := res.New()
+	st := res.Strategy()
+	into := st.New()
 	var strict []string
 	switch mediaType {
 	case mediaJSON:
@@ -103,7 +104,7 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 	case mediaYAML, "application/x-yaml", "text/yaml":
 		strict, err = decodeJSON(data, into, true)
 	case mediaProtobuf, mediaUpstreamProtobuf:
-		if isCustom(res) {
+		if !st.Protobuf() {
 			return nil, nil, bodyGV, unsupportedMediaType(mediaType, mediaJSON, mediaYAML)
 		}
 		err = c.decodeProtobuf(data, into)
@@ -117,13 +118,11 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 	if err := checkKind(into, res); err != nil {
 		return nil, nil, bodyGV, err
 	}
-	if u, ok := into.(*unstructured.Unstructured); ok && isCustom(res) {
-		unknown, err := normalizeCustom(res, u)
-		if err != nil {
-			return nil, nil, bodyGV, err
-		}
-		strict = append(strict, unknown...)
+	unknown, err := st.Normalize(into)
+	if err != nil {
+		return nil, nil, bodyGV, err
 	}
+	strict = append(strict, unknown...)
 	if len(strict) > 0 && v == validationStrict {
 		return nil, nil, bodyGV, strictDecodingError(res, strict)
 	}
@@ -209,8 +208,8 @@ func checkKind(obj runtime.Object, res *registry.Resource) error {
 	return nil
 }
 
-// encodeStored serializes an object for storage: the Protobuf envelope of its kind, or for a
-// custom object its JSON in the storage version.
+// encodeStored serializes an object for storage as gvk: the Protobuf envelope of its kind (the
+// built-in strategy's stored form), or an unstructured object's JSON.
 func (c *codec) encodeStored(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, error) {
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -223,25 +222,9 @@ func (c *codec) encodeStored(obj runtime.Object, gvk schema.GroupVersionKind) ([
 	return buf.Bytes(), nil
 }
 
-// decodeStored reads a stored value into a new object of res's kind.
+// decodeStored reads a stored value into a new object of res's kind (its strategy's stored form).
 func (c *codec) decodeStored(value []byte, res *registry.Resource) (runtime.Object, error) {
-	if isCustom(res) {
-		u := &unstructured.Unstructured{}
-		if err := kjson.UnmarshalCaseSensitivePreserveInts(value, &u.Object); err != nil {
-			return nil, fmt.Errorf("decoding a stored %s: %w", res.Kind, err)
-		}
-		if u.Object == nil {
-			return nil, fmt.Errorf("decoding a stored %s: not an object", res.Kind)
-		}
-		u.SetGroupVersionKind(res.GroupVersionKind())
-		return u, nil
-	}
-	obj := res.New()
-	if err := c.decodeProtobuf(value, obj); err != nil {
-		return nil, fmt.Errorf("decoding a stored %s: %w", res.Kind, err)
-	}
-	obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
-	return obj, nil
+	return res.Strategy().DecodeStored(value)
 }
 
 // encode writes obj in the JSON, YAML or Protobuf form of out.

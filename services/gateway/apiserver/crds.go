@@ -60,11 +60,6 @@ func (s *crdState) init() {
 	}
 }
 
-// isCRDResource tells whether res is customresourcedefinitions.
-func isCRDResource(res *registry.Resource) bool {
-	return res.Custom == nil && res.Resource == "customresourcedefinitions" && res.Group == naming.Group("apiextensions.k8s.io")
-}
-
 // crdsResource is apiextensions.platform.io/v1 customresourcedefinitions.
 func (a *API) crdsResource() *registry.Resource {
 	res, _ := a.reg.Resource(schema.GroupVersionResource{Group: naming.Group("apiextensions.k8s.io"), Version: "v1", Resource: "customresourcedefinitions"})
@@ -245,30 +240,18 @@ func (a *API) unregisterCRD(name string) {
 }
 
 // forgetStale drops what the gateway built for a definition's resources that are no longer
-// served (watch hubs, field managers, printers), after the definition changed or went away.
+// served (watch hubs, direct watches), after the definition changed or went away.
 func (a *API) forgetStale(crdName string) {
 	stale := func(res *registry.Resource) bool {
-		if res.Custom == nil || res.Custom.CRD.Name != crdName {
+		if def := res.Strategy().Definition(); def == nil || def.Name != crdName {
 			return false
 		}
 		cur, ok := a.reg.Resource(res.GroupVersionResource)
 		return !ok || cur != res
 	}
+	// Field managers and printers live in the resources' strategies and go with them.
 	a.dropHubs(stale)
 	a.customWatches.cancel(stale)
-	a.fieldManagers.mu.Lock()
-	for k := range a.fieldManagers.byKey {
-		if stale(k.res) {
-			delete(a.fieldManagers.byKey, k)
-		}
-	}
-	a.fieldManagers.mu.Unlock()
-	a.customPrinters.Range(func(k, _ any) bool {
-		if stale(k.(*registry.Resource)) {
-			a.customPrinters.Delete(k)
-		}
-		return true
-	})
 }
 
 // watchCancels holds the cancel functions of the custom resources' direct storage watches.
@@ -314,12 +297,13 @@ func (w *watchCancels) cancel(stale func(*registry.Resource) bool) {
 
 // crdTerminating tells whether res's definition is being deleted (its kind takes no new objects).
 func (a *API) crdTerminating(res *registry.Resource) bool {
-	if res.Custom == nil {
+	def := res.Strategy().Definition()
+	if def == nil {
 		return false
 	}
 	a.crds.mu.Lock()
 	defer a.crds.mu.Unlock()
-	return a.crds.terminating[res.Custom.CRD.Name]
+	return a.crds.terminating[def.Name]
 }
 
 // crdController writes a definition's status: names and conditions, and on deletion cleans up.
@@ -413,7 +397,7 @@ func (a *API) cleanupCRD(ctx context.Context, res *registry.Resource, c *apiexte
 		}
 	}
 	var custom *registry.Resource
-	for _, r := range registry.CustomResources(c) {
+	for _, r := range a.reg.DefinitionResources(c) {
 		custom = r
 		break
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -197,33 +196,14 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 		}
 		next := cur.DeepCopyObject()
 		nm := mustMeta(next)
+		// The kind may hold the object itself (a namespace becomes Terminating, a definition
+		// waits for its objects' cleanup) or refuse.
+		held, err := res.Strategy().PrepareForDelete(next, metav1.NewTime(a.now().Truncate(time.Second)))
+		if err != nil {
+			return nil, false, err
+		}
 		switch {
-		case isNamespace:
-			ns := next.(*corev1.Namespace)
-			if ns.DeletionTimestamp != nil && len(ns.Spec.Finalizers) > 0 {
-				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
-					fmt.Errorf("The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system."))
-			}
-			if ns.DeletionTimestamp == nil {
-				now := metav1.NewTime(a.now().Truncate(time.Second))
-				ns.DeletionTimestamp = &now
-				ns.Status.Phase = corev1.NamespaceTerminating
-				if !hasFinalizer(ns.Spec.Finalizers, namespaceFinalizer) {
-					ns.Spec.Finalizers = append(ns.Spec.Finalizers, namespaceFinalizer)
-				}
-			}
-		case isCRDResource(res) && m.GetDeletionTimestamp() == nil:
-			// A definition is held by the cleanup finalizer until its objects are gone.
-			c := next.(*apiextensionsv1.CustomResourceDefinition)
-			if !hasString(c.Finalizers, crdCleanupFinalizer) {
-				c.Finalizers = append(c.Finalizers, crdCleanupFinalizer)
-			}
-			now := metav1.NewTime(a.now().Truncate(time.Second))
-			zero := int64(0)
-			c.DeletionTimestamp = &now
-			c.DeletionGracePeriodSeconds = &zero
-			setCRDCondition(c, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
-				"CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", now)
+		case held:
 		case len(m.GetFinalizers()) > 0:
 			if m.GetDeletionTimestamp() != nil {
 				return cur, false, nil

@@ -1,49 +1,18 @@
 package apiserver
 
 import (
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	certificatesv1 "k8s.io/api/certificates/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	webhookvalidation "platform.io/libs/admissionregistration/validation"
-	"platform.io/services/gateway/crd"
 	"platform.io/services/gateway/registry"
 )
 
 // validateKind checks the rules the spec states for particular kinds (422 Invalid, listing every
-// violation). old is nil on create.
+// violation): the kind's strategy knows them. old is nil on create.
 func validateKind(res *registry.Resource, obj, old runtime.Object) error {
-	var errs field.ErrorList
-	switch o := obj.(type) {
-	case *eventsv1.Event:
-		errs = validateEvent(o, old == nil)
-	case *apiextensionsv1.CustomResourceDefinition:
-		prev, _ := old.(*apiextensionsv1.CustomResourceDefinition)
-		errs = crd.Validate(o, prev)
-	case *admissionregistrationv1.MutatingWebhookConfiguration:
-		prev, _ := old.(*admissionregistrationv1.MutatingWebhookConfiguration)
-		errs = webhookvalidation.ValidateMutatingWebhookConfiguration(o, prev)
-	case *admissionregistrationv1.ValidatingWebhookConfiguration:
-		prev, _ := old.(*admissionregistrationv1.ValidatingWebhookConfiguration)
-		errs = webhookvalidation.ValidateValidatingWebhookConfiguration(o, prev)
-	case *certificatesv1.CertificateSigningRequest:
-		if prev, ok := old.(*certificatesv1.CertificateSigningRequest); ok {
-			errs = validateCSRUpdate(o, prev)
-		} else {
-			errs = validateCSRCreate(o)
-		}
-	case *unstructured.Unstructured:
-		if isCustom(res) {
-			errs = validateCustom(res, o, old)
-		}
-	default:
-		errs = validateRBAC(obj, old)
-	}
+	errs := res.Strategy().Validate(obj, old)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -53,10 +53,11 @@ type negotiateOptions struct {
 	yaml     bool // not for watch streams
 }
 
-// forResource narrows the options to what res's objects support: custom resources have no
-// Protobuf encoding, so asking for it alone is 406 (a listed fallback is used instead).
+// forResource narrows the options to what res's objects support: a kind without a Protobuf
+// encoding (custom resources) answers 406 to a request for it alone (a listed fallback is used
+// instead).
 func (o negotiateOptions) forResource(res *registry.Resource) negotiateOptions {
-	if res.Custom != nil {
+	if !res.Strategy().Protobuf() {
 		o.protobuf = false
 	}
 	return o

@@ -8,10 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"platform.io/services/gateway/defaults"
 	"platform.io/services/gateway/registry"
 )
 
@@ -42,111 +37,18 @@ func (a *API) prepareCreate(ctx context.Context, res *registry.Resource, obj run
 	m.SetDeletionGracePeriodSeconds(nil)
 	m.SetSelfLink("")
 	m.SetGeneration(0)
-	if hasSpec(obj) {
-		m.SetGeneration(1)
-	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(m.GetGenerateName() + utilrand.String(generateNameSuffixLength))
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) {
-		// Custom objects always count generations; status is the status subresource's to set.
-		m.SetGeneration(1)
-		if res.HasStatus {
-			setUnstructuredStatus(u, nil, false)
-		}
-		return
-	}
-	if res.HasStatus && !keepsStatusOnCreate[res.Kind] {
-		setStatus(obj, reflect.Zero(statusType(obj)))
-	}
-	// Defaults that depend on the name (a namespace's name label) once generateName is resolved.
-	defaults.Apply(obj)
-	if c, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
-		prepareCRD(c, true)
-	}
-	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
-		prepareCSRCreate(ctx, csr)
-	}
-	if ns, ok := obj.(*corev1.Namespace); ok {
-		// A new namespace is Active and carries the finalizer the lifecycle controller removes.
-		ns.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
-		if !hasFinalizer(ns.Spec.Finalizers, namespaceFinalizer) {
-			ns.Spec.Finalizers = append(ns.Spec.Finalizers, namespaceFinalizer)
-		}
-	}
+	// Generation, status and the kind's own fields are the kind's (its strategy).
+	res.Strategy().PrepareForCreate(ctx, obj)
 }
-
-// keepsStatusOnCreate names kinds whose creator reports status in the same request (a node
-// registers with its capacity), as upstream allows.
-var keepsStatusOnCreate = map[string]bool{"Node": true, "PersistentVolume": true, "Namespace": true}
 
 // prepareUpdate builds the object to store from the client's object and the current one:
 // system fields come from the current object; the main resource cannot change status, the status
 // subresource can change nothing but status, and generation counts spec changes.
 func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
-	curMeta := mustMeta(cur)
-	if u, ok := newObj.(*unstructured.Unstructured); ok && isCustom(res) {
-		return prepareCustomUpdate(res, subresource, u, cur.(*unstructured.Unstructured))
-	}
-	if csr, ok := newObj.(*certificatesv1.CertificateSigningRequest); ok {
-		if out, handled := prepareCSRUpdate(subresource, csr, cur.(*certificatesv1.CertificateSigningRequest), time.Now()); handled {
-			return out, nil
-		}
-	}
-	switch subresource {
-	case "status":
-		out := cur.DeepCopyObject()
-		setStatus(out, statusValue(newObj))
-		return out, nil
-	case "finalize":
-		out := cur.DeepCopyObject()
-		copyNamespaceFinalizers(out, newObj)
-		return out, nil
-	}
-	m := mustMeta(newObj)
-	copySystemFields(m, curMeta)
-	if res.HasStatus {
-		setStatus(newObj, statusValue(cur))
-	}
-	if res.Kind == "Namespace" && res.Group == "" {
-		copyNamespaceFinalizers(newObj, cur)
-	}
-	if c, ok := newObj.(*apiextensionsv1.CustomResourceDefinition); ok {
-		prepareCRD(c, false)
-	}
-	if hasSpec(newObj) && !equality.Semantic.DeepEqual(specValue(newObj).Interface(), specValue(cur).Interface()) {
-		m.SetGeneration(curMeta.GetGeneration() + 1)
-	}
-	if err := checkNewFinalizers(res, m, curMeta); err != nil {
-		return nil, err
-	}
-	return newObj, nil
-}
-
-// prepareCustomUpdate is prepareUpdate for custom objects: the status subresource changes only
-// status (keeping the managedFields the write computed); the main resource keeps the stored
-// status when status is a subresource.
-func prepareCustomUpdate(res *registry.Resource, subresource string, newObj, cur *unstructured.Unstructured) (runtime.Object, error) {
-	if subresource == "status" {
-		out := cur.DeepCopy()
-		out.SetManagedFields(newObj.GetManagedFields())
-		status, ok := unstructuredStatus(newObj)
-		setUnstructuredStatus(out, status, ok)
-		return out, nil
-	}
-	m := newObj
-	copySystemFields(m, cur)
-	if res.HasStatus {
-		status, ok := unstructuredStatus(cur)
-		setUnstructuredStatus(newObj, status, ok)
-	}
-	if customSpecChanged(res, newObj, cur) {
-		m.SetGeneration(cur.GetGeneration() + 1)
-	}
-	if err := checkNewFinalizers(res, m, cur); err != nil {
-		return nil, err
-	}
-	return newObj, nil
+	return res.Strategy().PrepareForUpdate(subresource, newObj, cur)
 }
 
 // copySystemFields gives an updated object the fields only the server sets, from the stored one.
@@ -182,18 +84,19 @@ func checkNewFinalizers(res *registry.Resource, m, curMeta metav1.Object) error 
 // kind, labels, annotations and finalizers well-formed. Violations are 422 Invalid, listing each.
 func validateObjectMeta(res *registry.Resource, m metav1.Object) error {
 	var errs field.ErrorList
+	st := res.Strategy()
 	p := field.NewPath("metadata")
 	switch {
 	case m.GetName() == "" && m.GetGenerateName() == "":
 		errs = append(errs, field.Required(p.Child("name"), "name or generateName is required"))
 	case m.GetName() != "":
-		for _, msg := range nameValidator(res)(m.GetName()) {
+		for _, msg := range st.ValidateName(m.GetName()) {
 			errs = append(errs, field.Invalid(p.Child("name"), m.GetName(), msg))
 		}
 	}
 	if g := m.GetGenerateName(); g != "" {
 		// The prefix plus the random suffix must itself be a valid name.
-		for _, msg := range nameValidator(res)(g + strings.Repeat("a", generateNameSuffixLength)) {
+		for _, msg := range st.ValidateName(g + strings.Repeat("a", generateNameSuffixLength)) {
 			errs = append(errs, field.Invalid(p.Child("generateName"), g, msg))
 		}
 	}
@@ -228,22 +131,6 @@ func validateObjectMeta(res *registry.Resource, m metav1.Object) error {
 		name = m.GetGenerateName()
 	}
 	return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), name, errs)
-}
-
-// nameValidator returns the name rule of a kind, as upstream applies them.
-func nameValidator(res *registry.Resource) func(string) []string {
-	switch {
-	case isCustom(res):
-		return validation.IsDNS1123Subdomain
-	case res.Group == "" && res.Kind == "Namespace":
-		return validation.IsDNS1123Label
-	case res.Group == "" && res.Kind == "Service":
-		return validation.IsDNS1035Label
-	case strings.HasPrefix(res.Group, "rbac.authorization.") || strings.HasPrefix(res.Group, "flowcontrol.apiserver."):
-		return isPathSegmentName
-	default:
-		return validation.IsDNS1123Subdomain
-	}
 }
 
 // isPathSegmentName is the rule for names that only have to be usable as one URL path segment.

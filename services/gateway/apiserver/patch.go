@@ -11,7 +11,6 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -46,7 +45,7 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, unsupportedMediaType(ct, patchTypes...))
 		return
 	}
-	if isCustom(info.res) && mediaType == mediaStrategicPatch {
+	if mediaType == mediaStrategicPatch && !info.res.Strategy().StrategicMerge() {
 		// Strategic merge needs Go struct tags; custom resources have none, as upstream says.
 		a.writeError(w, r, unsupportedMediaType(ct, mediaJSONPatch, mediaMergePatch, mediaApplyPatch))
 		return
@@ -181,6 +180,7 @@ func (p *parsedPatch) apply(current []byte, into runtime.Object) ([]byte, error)
 // patchObject applies the patch to the newest version of the object and stores the result.
 func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch, manager string, fv fieldValidation, dry bool) (runtime.Object, []string, error) {
 	res := info.res
+	st := res.Strategy()
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
 		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
 		if err != nil {
@@ -190,11 +190,11 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 		if err != nil {
 			return nil, nil, apierrors.NewInternalError(err)
 		}
-		patched, err := p.apply(curJSON, res.New())
+		patched, err := p.apply(curJSON, st.New())
 		if err != nil {
 			return nil, nil, err
 		}
-		obj := res.New()
+		obj := st.New()
 		strict, err := decodeJSON(patched, obj, false)
 		if err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
@@ -208,17 +208,15 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 		if err := checkKind(obj, res); err != nil {
 			return nil, nil, err
 		}
-		if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) {
-			unknown, err := normalizeCustom(res, u)
-			if err != nil {
-				return nil, nil, err
-			}
-			if len(unknown) > 0 && fv == validationStrict {
-				return nil, nil, strictDecodingError(res, unknown)
-			}
-			if fv != validationIgnore {
-				strict = append(strict, unknown...)
-			}
+		unknown, err := st.Normalize(obj)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(unknown) > 0 && fv == validationStrict {
+			return nil, nil, strictDecodingError(res, unknown)
+		}
+		if fv != validationIgnore {
+			strict = append(strict, unknown...)
 		}
 		m, curMeta := mustMeta(obj), mustMeta(cur)
 		if m.GetName() != info.name || m.GetNamespace() != curMeta.GetNamespace() {

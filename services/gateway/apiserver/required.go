@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -102,13 +101,14 @@ func holdsStructs(t reflect.Type) bool {
 	return false
 }
 
-// checkRequired reports every missing required field of obj as one 400. CustomResourceDefinitions
-// are left to their own validation, which reports missing fields with every other cause in one
-// 422, as their v1 rules require.
+// checkRequired reports every missing required field of obj as one 400, as its kind's strategy
+// finds them.
 func checkRequired(res *registry.Resource, obj runtime.Object) error {
-	if _, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok || isCustom(res) {
-		return nil
-	}
+	return res.Strategy().CheckRequired(obj)
+}
+
+// checkRequiredFields reports every missing required field of a built-in object as one 400.
+func checkRequiredFields(res *registry.Resource, obj runtime.Object) error {
 	var errs field.ErrorList
 	walkRequired(reflect.ValueOf(obj).Elem(), nil, &errs)
 	if len(errs) == 0 {

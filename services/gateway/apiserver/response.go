@@ -96,26 +96,7 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 
 // typedList builds the <Kind>List object of res holding items.
 func (a *API) typedList(res *registry.Resource, items []runtime.Object, lm metav1.ListMeta) (runtime.Object, error) {
-	if isCustom(res) {
-		return customList(res, items, lm)
-	}
-	listGVK := res.GroupVersion().WithKind(res.ListKind)
-	list, err := a.reg.Scheme.New(listGVK)
-	if err != nil {
-		return nil, err
-	}
-	list.GetObjectKind().SetGroupVersionKind(listGVK)
-	if err := meta.SetList(list, items); err != nil {
-		return nil, err
-	}
-	la, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil, err
-	}
-	la.SetResourceVersion(lm.ResourceVersion)
-	la.SetContinue(lm.Continue)
-	la.SetRemainingItemCount(lm.RemainingItemCount)
-	return list, nil
+	return res.Strategy().NewList(items, lm)
 }
 
 // encodeJSONList writes a JSON list from its items' encodings, without building the typed
@@ -166,11 +147,12 @@ func (a *API) table(res *registry.Resource, objs []runtime.Object, out output, r
 	default:
 		return nil, apierrors.NewBadRequest("includeObject must be None, Metadata or Object, not " + strconv.Quote(v))
 	}
-	sample := res.New()
+	st := res.Strategy()
+	sample := st.New()
 	if len(objs) > 0 {
 		sample = objs[0]
 	}
-	p, err := a.printerFor(res, sample)
+	p, err := st.Printer(sample)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

@@ -6,16 +6,10 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -28,92 +22,12 @@ import (
 
 // replicasOf returns a scalable object's desired and current replicas and its selector.
 func replicasOf(res *registry.Resource, obj runtime.Object) (spec, status int32, selector string, err error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) && res.Custom.Scale != nil {
-		return customReplicas(res.Custom.Scale, u)
-	}
-	one := func(p *int32) int32 {
-		if p == nil {
-			return 1
-		}
-		return *p
-	}
-	asString := func(ls *metav1.LabelSelector) (string, error) {
-		if ls == nil {
-			return "", nil
-		}
-		s, err := metav1.LabelSelectorAsSelector(ls)
-		if err != nil {
-			return "", err
-		}
-		return s.String(), nil
-	}
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		selector, err = asString(o.Spec.Selector)
-		return one(o.Spec.Replicas), o.Status.Replicas, selector, err
-	case *appsv1.ReplicaSet:
-		selector, err = asString(o.Spec.Selector)
-		return one(o.Spec.Replicas), o.Status.Replicas, selector, err
-	case *appsv1.StatefulSet:
-		selector, err = asString(o.Spec.Selector)
-		return one(o.Spec.Replicas), o.Status.Replicas, selector, err
-	case *corev1.ReplicationController:
-		return one(o.Spec.Replicas), o.Status.Replicas, labels.SelectorFromSet(o.Spec.Selector).String(), nil
-	}
-	return 0, 0, "", fmt.Errorf("%T has no scale subresource", obj)
+	return res.Strategy().Replicas(obj)
 }
 
 // setReplicas sets a scalable object's spec.replicas.
 func setReplicas(res *registry.Resource, obj runtime.Object, n int32) error {
-	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) && res.Custom.Scale != nil {
-		return unstructured.SetNestedField(u.Object, int64(n), jsonPathFields(res.Custom.Scale.SpecReplicasPath)...)
-	}
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		o.Spec.Replicas = &n
-	case *appsv1.ReplicaSet:
-		o.Spec.Replicas = &n
-	case *appsv1.StatefulSet:
-		o.Spec.Replicas = &n
-	case *corev1.ReplicationController:
-		o.Spec.Replicas = &n
-	}
-	return nil
-}
-
-// customReplicas reads a custom object's scale through the definition's paths; a missing
-// value is 0 and a missing selector empty, as upstream.
-func customReplicas(sc *apiextensionsv1.CustomResourceSubresourceScale, u *unstructured.Unstructured) (spec, status int32, selector string, err error) {
-	num := func(path string) (int32, error) {
-		v, found, err := unstructured.NestedFieldNoCopy(u.Object, jsonPathFields(path)...)
-		if err != nil || !found || v == nil {
-			return 0, nil
-		}
-		switch n := v.(type) {
-		case int64:
-			return int32(n), nil
-		case float64:
-			return int32(n), nil
-		}
-		return 0, fmt.Errorf("%s is %T, not an integer", path, v)
-	}
-	if spec, err = num(sc.SpecReplicasPath); err != nil {
-		return 0, 0, "", err
-	}
-	if status, err = num(sc.StatusReplicasPath); err != nil {
-		return 0, 0, "", err
-	}
-	if sc.LabelSelectorPath != nil {
-		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, jsonPathFields(*sc.LabelSelectorPath)...); found {
-			selector, _ = v.(string)
-		}
-	}
-	return spec, status, selector, nil
-}
-
-// jsonPathFields splits a simple JSON path (".spec.replicas") into its fields.
-func jsonPathFields(path string) []string {
-	return strings.Split(strings.TrimPrefix(path, "."), ".")
+	return res.Strategy().SetReplicas(obj, n)
 }
 
 // scaleOf builds the Scale of a stored object.

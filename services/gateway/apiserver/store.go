@@ -25,12 +25,8 @@ func (a *API) toStored(res *registry.Resource, obj runtime.Object) (*storagev1.O
 	}
 	rv := acc.GetResourceVersion()
 	acc.SetResourceVersion("")
-	gvk := res.GroupVersionKind()
-	if isCustom(res) {
-		gvk.Version = res.Custom.StorageVersion
-		defer obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
-	}
-	value, err := a.codec.encodeStored(obj, gvk)
+	st := res.Strategy()
+	value, err := st.EncodeStored(obj)
 	acc.SetResourceVersion(rv)
 	if err != nil {
 		return nil, err
@@ -41,7 +37,7 @@ func (a *API) toStored(res *registry.Resource, obj runtime.Object) (*storagev1.O
 		Value:     value,
 		Uid:       string(acc.GetUID()),
 		Labels:    acc.GetLabels(),
-		Fields:    res.Fields(obj),
+		Fields:    st.Fields(obj),
 	}, nil
 }
 

@@ -88,7 +88,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wp.timeout)
 	defer cancel()
-	if isCustom(info.res) {
+	if info.res.Strategy().Definition() != nil {
 		// The watch ends when its kind's definition changes or goes away (clients re-watch
 		// what is served then), as upstream ends them.
 		defer a.customWatches.add(info.res, cancel)()

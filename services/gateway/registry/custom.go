@@ -143,6 +143,9 @@ func (r *Registry) PutCustom(crdName string, resources []*Resource) {
 	if r.custom == nil {
 		r.custom = map[string][]*Resource{}
 	}
+	for _, res := range resources {
+		r.chooseStrategy(res)
+	}
 	r.custom[crdName] = resources
 	r.rebuildLocked()
 }

@@ -52,6 +52,8 @@ type Resource struct {
 	// Custom is set for resources served from a CustomResourceDefinition: their objects are
 	// unstructured and their rules come from the definition.
 	Custom *Custom
+	// strategy is what differs between kinds (Strategy), chosen when the resource is registered.
+	strategy Strategy
 }
 
 // GroupVersionKind returns the kind's full name under Platform's group.
@@ -142,6 +144,8 @@ type Registry struct {
 	mu     sync.Mutex
 	custom map[string][]*Resource // by definition name
 	view   atomic.Pointer[view]
+	// factory builds the resources' strategies (UseStrategies).
+	factory atomic.Pointer[StrategyFactory]
 }
 
 // view is one immutable snapshot of everything served.
@@ -239,7 +243,7 @@ var TokenRequestGroupVersionKind = schema.GroupVersionKind{Group: naming.Group("
 // TokenRequest is the body of the serviceaccounts/token subresource, described as a resource so
 // it decodes, validates and encodes like one (it is never stored).
 func (r *Registry) TokenRequest() *Resource {
-	return &Resource{
+	res := &Resource{
 		GroupVersionResource: TokenRequestGroupVersionKind.GroupVersion().WithResource("tokenrequests"),
 		Kind:                 TokenRequestGroupVersionKind.Kind,
 		Singular:             "tokenrequest",
@@ -248,6 +252,8 @@ func (r *Registry) TokenRequest() *Resource {
 		Verbs:                []string{"create"},
 		goType:               reflect.TypeOf(&authenticationv1.TokenRequest{}),
 	}
+	r.chooseStrategy(res)
+	return res
 }
 
 // ScaleGroupVersionKind is the kind of every scale subresource.

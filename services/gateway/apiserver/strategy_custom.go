@@ -1,9 +1,11 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,8 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/structured-merge-diff/v4/fieldpath"
 	"sigs.k8s.io/structured-merge-diff/v4/typed"
 
 	"platform.io/services/gateway/crd"
@@ -23,15 +27,197 @@ import (
 	"platform.io/services/gateway/registry"
 )
 
-// Custom resources (kinds defined by CustomResourceDefinitions) are *unstructured.Unstructured
-// objects. Their rules come from the definition's version: the structural schema prunes unknown
-// fields (reported like a built-in kind's unknown fields, so fieldValidation treats them alike),
-// supplies defaults and validates values; metadata is ObjectMeta, decoded as strictly as a
-// built-in kind's. They are stored as JSON, in the storage version's apiVersion; with conversion
-// strategy None every served version reads and writes the same objects.
+// customStrategy is the strategy of custom resources (kinds defined by
+// CustomResourceDefinitions): their objects are *unstructured.Unstructured. Their rules come
+// from the definition's version: the structural schema prunes unknown fields (reported like a
+// built-in kind's unknown fields, so fieldValidation treats them alike), supplies defaults and
+// validates values; metadata is ObjectMeta, decoded as strictly as a built-in kind's. They are
+// stored as JSON, in the storage version's apiVersion; with conversion strategy None every
+// served version reads and writes the same objects (EncodeStored and DecodeStored rewrite
+// apiVersion only). They have no Protobuf encoding and no strategic merge patches; generation
+// counts every change outside metadata (and status, when status is a subresource).
+type customStrategy struct {
+	res *registry.Resource
+	fms fieldManagerSet
+	// printer is built from the version's columns on first use.
+	printer atomic.Pointer[printers.Printer]
+}
 
-// isCustom tells whether res is served from a CustomResourceDefinition.
-func isCustom(res *registry.Resource) bool { return res.Custom != nil }
+func (s *customStrategy) New() runtime.Object { return s.res.New() }
+
+func (s *customStrategy) NewList(items []runtime.Object, lm metav1.ListMeta) (runtime.Object, error) {
+	return customList(s.res, items, lm)
+}
+
+func (s *customStrategy) Protobuf() bool { return false }
+
+// StrategicMerge is false: strategic merge needs Go struct tags; custom resources have none, as
+// upstream says.
+func (s *customStrategy) StrategicMerge() bool { return false }
+
+// Normalize prunes what the schema does not know (normalizeCustom).
+func (s *customStrategy) Normalize(obj runtime.Object) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	return normalizeCustom(s.res.Custom.Schema, u)
+}
+
+func (s *customStrategy) Typed(obj runtime.Object) (runtime.Object, error) { return obj, nil }
+
+// EncodeStored writes the object's JSON in the storage version.
+func (s *customStrategy) EncodeStored(obj runtime.Object) ([]byte, error) {
+	gvk := s.res.GroupVersionKind()
+	gvk.Version = s.res.Custom.StorageVersion
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	defer obj.GetObjectKind().SetGroupVersionKind(s.res.GroupVersionKind())
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a custom object", obj)
+	}
+	return json.Marshal(u.Object)
+}
+
+// DecodeStored reads the stored JSON as an object of the served version.
+func (s *customStrategy) DecodeStored(value []byte) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(value, &u.Object); err != nil {
+		return nil, fmt.Errorf("decoding a stored %s: %w", s.res.Kind, err)
+	}
+	if u.Object == nil {
+		return nil, fmt.Errorf("decoding a stored %s: not an object", s.res.Kind)
+	}
+	u.SetGroupVersionKind(s.res.GroupVersionKind())
+	return u, nil
+}
+
+// Default applies the schema's defaults.
+func (s *customStrategy) Default(obj runtime.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		crd.Default(s.res.Custom.Schema, u.Object)
+		return
+	}
+	defaults.Apply(obj)
+}
+
+// CheckRequired is part of the schema's validation (Validate).
+func (s *customStrategy) CheckRequired(runtime.Object) error { return nil }
+
+func (s *customStrategy) Validate(obj, old runtime.Object) field.ErrorList {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	return validateCustom(s.res, u, old)
+}
+
+func (s *customStrategy) ValidateName(name string) []string {
+	return validation.IsDNS1123Subdomain(name)
+}
+
+// PrepareForCreate: custom objects always count generations; status is the status
+// subresource's to set.
+func (s *customStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	u.SetGeneration(1)
+	if s.res.HasStatus {
+		setUnstructuredStatus(u, nil, false)
+	}
+}
+
+// PrepareForUpdate: the status subresource changes only status (keeping the managedFields the
+// write computed); the main resource keeps the stored status when status is a subresource.
+func (s *customStrategy) PrepareForUpdate(subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
+	res := s.res
+	next, curU := newObj.(*unstructured.Unstructured), cur.(*unstructured.Unstructured)
+	if subresource == "status" {
+		out := curU.DeepCopy()
+		out.SetManagedFields(next.GetManagedFields())
+		status, ok := unstructuredStatus(next)
+		setUnstructuredStatus(out, status, ok)
+		return out, nil
+	}
+	copySystemFields(next, curU)
+	if res.HasStatus {
+		status, ok := unstructuredStatus(curU)
+		setUnstructuredStatus(next, status, ok)
+	}
+	if customSpecChanged(res, next, curU) {
+		next.SetGeneration(curU.GetGeneration() + 1)
+	}
+	if err := checkNewFinalizers(res, next, curU); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// PrepareForDelete leaves custom objects to the generic rules (finalizers).
+func (s *customStrategy) PrepareForDelete(runtime.Object, metav1.Time) (bool, error) {
+	return false, nil
+}
+
+// FieldManager uses a type converter built from every version's schema, and converter,
+// defaulter and creater for unstructured objects.
+func (s *customStrategy) FieldManager(subresource string) (*managedfields.FieldManager, error) {
+	return s.fms.get(subresource, func() (*managedfields.FieldManager, error) {
+		res := s.res
+		tc, convertor, def, creater, err := customFieldManagerParts(res)
+		if err != nil {
+			return nil, err
+		}
+		var reset []fieldpath.Path
+		switch {
+		case subresource == "" && res.HasStatus:
+			reset = append(reset, fieldpath.MakePathOrDie("status"))
+		case subresource == "status":
+			for _, p := range []string{"apiVersion", "kind", "metadata", "spec"} {
+				reset = append(reset, fieldpath.MakePathOrDie(p))
+			}
+		}
+		return managedfields.NewDefaultFieldManager(tc, convertor, def, creater,
+			res.GroupVersionKind(), res.GroupVersion(), subresource, resetFields(res, reset))
+	})
+}
+
+// Replicas reads the scale subresource through the definition's paths.
+func (s *customStrategy) Replicas(obj runtime.Object) (spec, status int32, selector string, err error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || s.res.Custom.Scale == nil {
+		return 0, 0, "", fmt.Errorf("%T has no scale subresource", obj)
+	}
+	return customReplicas(s.res.Custom.Scale, u)
+}
+
+func (s *customStrategy) SetReplicas(obj runtime.Object, n int32) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || s.res.Custom.Scale == nil {
+		return nil
+	}
+	return unstructured.SetNestedField(u.Object, int64(n), jsonPathFields(s.res.Custom.Scale.SpecReplicasPath)...)
+}
+
+func (s *customStrategy) Fields(obj runtime.Object) map[string]string { return s.res.Fields(obj) }
+
+// Printer builds the version's additionalPrinterColumns on first use.
+func (s *customStrategy) Printer(runtime.Object) (*printers.Printer, error) {
+	if p := s.printer.Load(); p != nil {
+		return p, nil
+	}
+	p, err := printers.ForCustom(s.res.Custom.Columns)
+	if err != nil {
+		return nil, err
+	}
+	s.printer.Store(p)
+	return p, nil
+}
+
+func (s *customStrategy) Definition() *apiextensionsv1.CustomResourceDefinition {
+	return s.res.Custom.CRD
+}
 
 // decodeUnstructured decodes a JSON object into u, keeping integers as int64, and returns the
 // duplicate fields it saw.
@@ -55,7 +241,7 @@ func decodeUnstructured(data []byte, u *unstructured.Unstructured) ([]string, er
 // normalizeCustom makes a decoded custom object what the schema allows: metadata decoded as
 // ObjectMeta (its unknown fields dropped), fields the schema does not know pruned, and nulls of
 // non-nullable fields dropped. It returns the unknown fields, as strict-decoding messages.
-func normalizeCustom(res *registry.Resource, u *unstructured.Unstructured) ([]string, error) {
+func normalizeCustom(schema *apiextensionsv1.JSONSchemaProps, u *unstructured.Unstructured) ([]string, error) {
 	var unknown []string
 	if raw, ok := u.Object["metadata"]; ok && raw != nil {
 		if _, isObject := raw.(map[string]any); !isObject {
@@ -82,7 +268,6 @@ func normalizeCustom(res *registry.Resource, u *unstructured.Unstructured) ([]st
 		}
 		u.Object["metadata"] = m
 	}
-	schema := res.Custom.Schema
 	unknown = append(unknown, crd.Prune(schema, u.Object)...)
 	crd.PruneNulls(schema, u.Object)
 	return unknown, nil
@@ -96,16 +281,6 @@ func prefixFieldError(msg, prefix string) string {
 		return msg[:at] + prefix + msg[at:]
 	}
 	return msg
-}
-
-// applyDefaults applies the defaults of res's kind: upstream's for built-in kinds, the schema's
-// for custom resources.
-func applyDefaults(res *registry.Resource, obj runtime.Object) {
-	if u, ok := obj.(*unstructured.Unstructured); ok && isCustom(res) {
-		crd.Default(res.Custom.Schema, u.Object)
-		return
-	}
-	defaults.Apply(obj)
 }
 
 // validateCustom checks a custom object against its schema: every violation, as a 422. On
@@ -137,23 +312,6 @@ func customSpecChanged(res *registry.Resource, next, cur *unstructured.Unstructu
 		return m
 	}
 	return !equality.Semantic.DeepEqual(strip(next), strip(cur))
-}
-
-// printerFor returns the Table printer of res's objects; custom resources' printers are built
-// from their columns on first use and kept in a.customPrinters.
-func (a *API) printerFor(res *registry.Resource, sample runtime.Object) (*printers.Printer, error) {
-	if !isCustom(res) {
-		return printers.For(sample), nil
-	}
-	if p, ok := a.customPrinters.Load(res); ok {
-		return p.(*printers.Printer), nil
-	}
-	p, err := printers.ForCustom(res.Custom.Columns)
-	if err != nil {
-		return nil, err
-	}
-	a.customPrinters.Store(res, p)
-	return p, nil
 }
 
 // customList builds the <Kind>List of custom objects.
@@ -294,4 +452,39 @@ func setUnstructuredStatus(u *unstructured.Unstructured, v any, ok bool) {
 	} else {
 		delete(u.Object, "status")
 	}
+}
+
+// customReplicas reads a custom object's scale through the definition's paths; a missing
+// value is 0 and a missing selector empty, as upstream.
+func customReplicas(sc *apiextensionsv1.CustomResourceSubresourceScale, u *unstructured.Unstructured) (spec, status int32, selector string, err error) {
+	num := func(path string) (int32, error) {
+		v, found, err := unstructured.NestedFieldNoCopy(u.Object, jsonPathFields(path)...)
+		if err != nil || !found || v == nil {
+			return 0, nil
+		}
+		switch n := v.(type) {
+		case int64:
+			return int32(n), nil
+		case float64:
+			return int32(n), nil
+		}
+		return 0, fmt.Errorf("%s is %T, not an integer", path, v)
+	}
+	if spec, err = num(sc.SpecReplicasPath); err != nil {
+		return 0, 0, "", err
+	}
+	if status, err = num(sc.StatusReplicasPath); err != nil {
+		return 0, 0, "", err
+	}
+	if sc.LabelSelectorPath != nil {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, jsonPathFields(*sc.LabelSelectorPath)...); found {
+			selector, _ = v.(string)
+		}
+	}
+	return spec, status, selector, nil
+}
+
+// jsonPathFields splits a simple JSON path (".spec.replicas") into its fields.
+func jsonPathFields(path string) []string {
+	return strings.Split(strings.TrimPrefix(path, "."), ".")
 }

@@ -48,23 +48,29 @@ func (a *API) admitRequest(r *http.Request, attrs auth.Attributes) (*http.Reques
 		return r, a.dependencyError(r.Context(), err)
 	}
 	// As upstream, the audit record says what authorization decided and why.
-	authzGroup := naming.Group("authorization.k8s.io")
 	if decision != auth.DecisionAllow {
-		audit.AddAnnotation(r.Context(), authzGroup+"/decision", "forbid")
-		audit.AddAnnotation(r.Context(), authzGroup+"/reason", reason)
+		audit.AddAnnotation(r.Context(), auditDecisionKey, "forbid")
+		audit.AddAnnotation(r.Context(), auditReasonKey, reason)
 		return r, forbidden(attrs, reason)
 	}
-	audit.AddAnnotation(r.Context(), authzGroup+"/decision", "allow")
-	audit.AddAnnotation(r.Context(), authzGroup+"/reason", reason)
+	audit.AddAnnotation(r.Context(), auditDecisionKey, "allow")
+	audit.AddAnnotation(r.Context(), auditReasonKey, reason)
 	return r.WithContext(auth.WithUser(r.Context(), u)), nil
 }
+
+// The audit annotations of authorization's decision (upstream authorization.k8s.io/decision and
+// /reason), and the prefix of mutating webhooks' patch annotations.
+var (
+	auditDecisionKey     = naming.Group("authorization.k8s.io") + "/decision"
+	auditReasonKey       = naming.Group("authorization.k8s.io") + "/reason"
+	auditPatchAnnotation = "patch.webhook.admission." + naming.GroupSuffix + "/"
+)
 
 // auditAdmissionAnnotations adds admission's annotations to the audit record; the patch
 // annotations of mutating webhooks are kept at level Request and above only (spec 001).
 func auditAdmissionAnnotations(ctx context.Context, annotations map[string]string) {
-	patchPrefix := "patch.webhook.admission." + naming.GroupSuffix + "/"
 	for k, v := range annotations {
-		if strings.HasPrefix(k, patchPrefix) {
+		if strings.HasPrefix(k, auditPatchAnnotation) {
 			audit.AddAnnotationAtLevel(ctx, audit.LevelRequest, k, v)
 		} else {
 			audit.AddAnnotation(ctx, k, v)

@@ -308,6 +308,12 @@ func TestResourceQuotaThroughGateway(t *testing.T) {
 	q = must(t, do(t, e, "POST", "/api/v1/namespaces/unknown/resourcequotas", map[string]any{"metadata": map[string]any{"name": "q"}, "spec": map[string]any{"hard": map[string]any{"configmaps": "1"}}}), http.StatusCreated)
 	q["status"] = map[string]any{"hard": map[string]any{"configmaps": "1"}}
 	must(t, do(t, e, "PUT", "/api/v1/namespaces/unknown/resourcequotas/q/status", q), http.StatusOK)
+	// The plugin reads quotas through its informer: until it has seen the status write, the
+	// quota it knows has no status.hard and covers nothing (as upstream). Wait with dry runs
+	// until it refuses, then the real create must be refused as well.
+	waitFor(t, "the quota's status in the plugin", func() bool {
+		return do(t, e, "POST", "/api/v1/namespaces/unknown/configmaps?dryRun=All", configMap("c", nil)).code == http.StatusForbidden
+	})
 	msg := do(t, e, "POST", "/api/v1/namespaces/unknown/configmaps", configMap("c", nil)).status(t, http.StatusForbidden, "Forbidden")
 	if !strings.Contains(msg, "status unknown for quota: q") {
 		t.Errorf("create before usage is known: %q", msg)

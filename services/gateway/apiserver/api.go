@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -49,6 +50,9 @@ type Config struct {
 	// DisableWatchHub makes every watch open its own storage watch instead of sharing one per
 	// type (upstream's --watch-cache=false).
 	DisableWatchHub bool
+	// Metrics registers the API's own metrics (apiserver_requested_deprecated_apis); nil keeps
+	// them unexported.
+	Metrics prometheus.Registerer
 }
 
 // API serves the resource API.
@@ -66,6 +70,8 @@ type API struct {
 	hubs      hubs
 	runCtx    context.Context
 	jsonCache *jsonCache
+	// deprecatedAPIs is apiserver_requested_deprecated_apis.
+	deprecatedAPIs *prometheus.GaugeVec
 	// crds is the state of the custom resource definitions' informer and controller.
 	crds crdState
 	// customWatches are the direct storage watches of custom resources, ended when their
@@ -107,6 +113,7 @@ func New(cfg Config) *API {
 		now:       cfg.Now,
 	}
 	a.nsCache = newNamespaceCache(a)
+	a.deprecatedAPIs = newDeprecatedAPIsGauge(cfg.Metrics)
 	// Every served resource gets its kind's strategy, chosen by the registry.
 	a.reg.UseStrategies(a.strategies())
 	return a
@@ -167,6 +174,9 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.writeError(w, r, err)
 		return
+	}
+	if info.res.Deprecation != nil {
+		a.signalDeprecation(w, r, info)
 	}
 	fillLabels(r.Context(), info)
 	ctx := withRequestInfo(r.Context(), info)

@@ -24,6 +24,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/libs/naming"
 )
 
 // kindInfo is what the catalog says about one kind beyond what the Go types tell.
@@ -39,6 +41,19 @@ type kindInfo struct {
 	// approval kinds have the approval subresource (the Approved and Denied conditions of
 	// certificate signing requests).
 	approval bool
+	// deprecated kinds are served with upstream's deprecation signals.
+	deprecated *Deprecation
+}
+
+// Deprecation says that a served resource is deprecated, as upstream's API lifecycle does: in which
+// release, when (if ever) it goes, and what replaces it.
+type Deprecation struct {
+	// In is the release that deprecated it ("1.33"); RemovedIn the release that removes it, "" when
+	// no removal is planned.
+	In, RemovedIn string
+	// Replacement is what to use instead (empty when nothing replaces it), as
+	// "<group>/<version> <Kind>".
+	Replacement string
 }
 
 // catalogEntry is one upstream group version that the gateway serves under Platform's group name.
@@ -68,7 +83,7 @@ var catalog = []catalogEntry{
 		"PersistentVolume":      {shortNames: []string{"pv"}},
 		"PersistentVolumeClaim": {shortNames: []string{"pvc"}},
 		"ServiceAccount":        {shortNames: []string{"sa"}, token: true},
-		"Endpoints":             {plural: "endpoints", shortNames: []string{"ep"}},
+		"Endpoints":             {plural: "endpoints", shortNames: []string{"ep"}, deprecated: &Deprecation{In: "1.33", Replacement: naming.Group("discovery.k8s.io") + "/v1 EndpointSlice"}},
 		"Event":                 {shortNames: []string{"ev"}},
 		"LimitRange":            {shortNames: []string{"limits"}},
 		"ResourceQuota":         {shortNames: []string{"quota"}},

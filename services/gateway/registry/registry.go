@@ -41,6 +41,8 @@ type Resource struct {
 	Subresources []string
 	// Virtual types are operations, not stored objects (create only, nothing persisted).
 	Virtual bool
+	// Deprecation is set for deprecated resources: requests get upstream's deprecation signals.
+	Deprecation *Deprecation
 	// HasStatus is true when the kind has a status that the main resource's writes do not change.
 	HasStatus bool
 	// SelectableFields are the field selector keys beyond metadata.name and metadata.namespace.
@@ -330,6 +332,7 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 			ShortNames:           info.shortNames,
 			Categories:           info.categories,
 			Virtual:              info.virtual,
+			Deprecation:          info.deprecated,
 			goType:               reflect.PointerTo(known[kind]),
 		}
 		if !rc.resourceEnabled(res.GroupVersionResource) {

@@ -151,6 +151,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		Version:           Version,
 		Context:           runCtx,
 		DisableWatchHub:   !cfg.WatchCache,
+		Metrics:           metrics,
 	})
 	router := mux.NewRouter()
 	router.UseEncodedPath()

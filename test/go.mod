@@ -9,6 +9,7 @@ replace (
 )
 
 require (
+	go.opentelemetry.io/proto/otlp v1.11.0
 	google.golang.org/grpc v1.84.0
 	k8s.io/api v0.33.13
 	k8s.io/apimachinery v0.33.13

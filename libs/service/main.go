@@ -22,14 +22,16 @@ type Flags interface {
 }
 
 // Main is a service command's main: it parses the flags into cfg, logs JSON to stderr (with the
-// service's name), exits 2 on an invalid configuration, sets up tracing, and runs the service
-// until SIGINT or SIGTERM ends ctx; a run error exits 1.
+// service's name, at --log-level, each line with its trace context), exits 2 on an invalid
+// configuration, sets up tracing, and runs the service until SIGINT or SIGTERM ends ctx; a run
+// error exits 1.
 func Main(name string, cfg Flags, run func(ctx context.Context, log *slog.Logger) error) {
 	fs := pflag.NewFlagSet(name, pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	AddNamingProfileFlag(fs)
+	level := telemetry.AddLogLevelFlag(fs)
 	_ = fs.Parse(os.Args[1:])
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", name)
+	log := telemetry.NewLogger(os.Stderr, level).With("service", name)
 	if err := errors.Join(NamingProfileError(), cfg.Validate()); err != nil {
 		fmt.Fprintln(os.Stderr, name+": invalid configuration:\n"+err.Error())
 		os.Exit(2)

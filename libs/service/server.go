@@ -79,7 +79,8 @@ func (c *ServerConfig) Validate() []error {
 type Server struct {
 	// GRPC is the gRPC server: register the service's API on it before Serve.
 	GRPC *grpc.Server
-	// Metrics is the service's Prometheus registry (Go and process collectors included).
+	// Metrics is the service's Prometheus registry (Go and process collectors and the gRPC
+	// server metrics, grpc_server_*, included).
 	Metrics *prometheus.Registry
 
 	name     string
@@ -91,6 +92,7 @@ type Server struct {
 	mlis     net.Listener
 	served   chan error
 	stopOnce sync.Once
+	grpcm    *grpcMetrics
 	// started is set by Serve: a server stopped before it served closes its listener itself.
 	started atomic.Bool
 }
@@ -102,7 +104,12 @@ func NewServer(name string, cfg ServerConfig, log *slog.Logger, opts ...grpc.Ser
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// The registry comes first: the gRPC metrics interceptors record into it.
+	reg := prometheus.NewRegistry()
+	gm := newGRPCMetrics(reg)
 	base := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(gm.unary),
+		grpc.ChainStreamInterceptor(gm.stream),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
@@ -119,7 +126,8 @@ func NewServer(name string, cfg ServerConfig, log *slog.Logger, opts ...grpc.Ser
 	}
 	s := &Server{
 		GRPC:    grpc.NewServer(append(base, opts...)...),
-		Metrics: prometheus.NewRegistry(),
+		Metrics: reg,
+		grpcm:   gm,
 		name:    name,
 		cfg:     cfg,
 		log:     log,
@@ -157,6 +165,7 @@ func (s *Server) ServeUnready() { s.serve(false) }
 
 func (s *Server) serve(ready bool) {
 	s.started.Store(true)
+	s.grpcm.initialize(s.GRPC)
 	if s.mlis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{Registry: s.Metrics}))

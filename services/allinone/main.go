@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,7 +35,7 @@ func main() {
 	}
 	cfg.parsed(fs)
 	logOut := gateway.NewLogWriter(os.Stderr)
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.logLevel()}))
+	log := telemetry.NewLogger(logOut, cfg.logLevel())
 	cfg.logHealthy = logOut.Healthy
 	// client-go (the controllers' informers) logs through klog: route it to the same handler.
 	klog.SetSlogLogger(log.With("service", "controllers"))

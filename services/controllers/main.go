@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,7 +15,9 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/service"
+	"platform.io/libs/telemetry"
 	"platform.io/services/controllers/manager"
 )
 
@@ -25,8 +26,9 @@ func main() {
 	fs := pflag.NewFlagSet("controllers", pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	service.AddNamingProfileFlag(fs)
+	level := telemetry.AddLogLevelFlag(fs)
 	_ = fs.Parse(os.Args[1:])
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("service", "controllers")
+	log := telemetry.NewLogger(os.Stderr, level).With("service", "controllers")
 	// client-go (leader election, informers) logs through klog: route it to the same handler.
 	klog.SetSlogLogger(log)
 	if err := errors.Join(service.NamingProfileError(), cfg.Validate()); err != nil {
@@ -35,6 +37,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	shutdownTracing, err := telemetry.Setup(ctx, naming.Product+"-controllers")
+	if err != nil {
+		log.Error("tracing setup failed", "err", err)
+		os.Exit(1)
+	}
 	if err := manager.Run(ctx, cfg, log); err != nil {
 		if errors.Is(err, manager.ErrLeaderLost) {
 			// As upstream: exit so that the process restarts with nothing left running.
@@ -42,6 +49,8 @@ func main() {
 		} else {
 			log.Error("controllers service failed", "err", err)
 		}
+		_ = shutdownTracing(context.Background())
 		os.Exit(1)
 	}
+	_ = shutdownTracing(context.Background())
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,9 +23,10 @@ func main() {
 	fs := pflag.NewFlagSet("gateway", pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	service.AddNamingProfileFlag(fs)
+	level := telemetry.AddLogLevelFlag(fs)
 	_ = fs.Parse(os.Args[1:])
 	logOut := server.NewLogWriter(os.Stderr)
-	log := slog.New(slog.NewJSONHandler(logOut, nil)).With("service", "gateway")
+	log := telemetry.NewLogger(logOut, level).With("service", "gateway")
 	if err := errors.Join(service.NamingProfileError(), cfg.Validate()); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway: invalid configuration:\n"+err.Error())
 		os.Exit(2)

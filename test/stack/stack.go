@@ -51,6 +51,9 @@ type Options struct {
 	// stack's CA (for the gateway and the authentication service) and these flags
 	// (--requestheader-username-headers, ...) go to the authentication service (the all-in-one).
 	RequestHeaderArgs []string
+	// Metrics gives each service of the split stack a --metrics-bind-address on loopback (listed
+	// in Stack.MetricsURLs; the gateway serves /metrics on its own port).
+	Metrics bool
 	// Stderr receives the services' logs (default: files in Dir).
 	Stderr *os.File
 }
@@ -61,6 +64,8 @@ type Stack struct {
 	URL, Kubeconfig string
 	// ServiceAccountIssuer is the issuer of service account tokens.
 	ServiceAccountIssuer string
+	// MetricsURLs are the services' Prometheus endpoints by service name, with Options.Metrics.
+	MetricsURLs map[string]string
 	// CA signs client certificates; CAPEM verifies the gateway.
 	CA    *pki.CA
 	CAPEM []byte
@@ -334,6 +339,17 @@ func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
 	}
 	s.args["controllers"] = append([]string{"--kubeconfig", cmKubeconfig, "--listen", "unix://" + filepath.Join(s.Dir, "controllers.sock"),
 		"--service-account-private-key-file", saKey, "--root-ca-file", caFile, "--controllers", "*,tokencleaner,bootstrapsigner"}, s.opts.ControllersArgs...)
+	if s.opts.Metrics {
+		s.MetricsURLs = map[string]string{}
+		for _, name := range []string{"storage", "authn", "authz", "admission", "certificates", "controllers"} {
+			a, err := addr()
+			if err != nil {
+				return err
+			}
+			s.args[name] = append(s.args[name], "--metrics-bind-address", a)
+			s.MetricsURLs[name] = "http://" + a + "/metrics"
+		}
+	}
 	for _, name := range []string{"storage", "authn", "authz", "admission", "certificates", "gateway", "controllers"} {
 		if err := s.run(name); err != nil {
 			return err

@@ -111,7 +111,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 			return false
 		}
 	}
-	s.svc = &Service{chain: chain, ready: ready, interest: newInterestState(chain), log: log}
+	s.svc = &Service{chain: chain, ready: ready, interest: newInterestState(chain), log: log, metrics: m}
 	admissionv1.RegisterAdmissionServer(srv.GRPC, s.svc)
 	s.srv = srv
 	srv.ServeUnready()

@@ -50,7 +50,9 @@ func (s *Service) Authorize(ctx context.Context, req *authzv1.AuthorizeRequest) 
 		return nil, status.Error(codes.InvalidArgument, "attributes.user is required")
 	}
 	gen := s.gen.current()
+	start := time.Now()
 	res, evalErr := s.decide(ctx, attrs)
+	s.metrics.attempt(attemptResult(res.Decision, evalErr), time.Since(start))
 	resp := &authzv1.AuthorizeResponse{
 		Decision:        authzv1.Decision(res.Decision),
 		Reason:          res.Reason,
@@ -272,8 +274,12 @@ func fromProtoRule(r *authzv1.PolicyRule) authorizer.Rule {
 type metrics struct {
 	decisions *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
-	compile   prometheus.Histogram
-	gen       prometheus.GaugeFunc
+	// attempts and latency are upstream's authorization_attempts_total and
+	// authorization_duration_seconds: one per Authorize call, by result.
+	attempts *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	compile  prometheus.Histogram
+	gen      prometheus.GaugeFunc
 }
 
 func newMetrics(reg prometheus.Registerer, gen *generation) *metrics {
@@ -293,8 +299,36 @@ func newMetrics(reg prometheus.Registerer, gen *generation) *metrics {
 			Name: "authorization_policy_generation", Help: "Generation of the policy decisions are made at.",
 		}, func() float64 { return float64(gen.current()) }),
 	}
-	reg.MustRegister(m.decisions, m.duration, m.compile, m.gen)
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "authorization_attempts_total", Help: "Counter of authorization attempts broken down by result. It can be either 'allowed', 'denied', 'no-opinion' or 'error'.",
+	}, []string{"result"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "authorization_duration_seconds", Help: "Authorization duration in seconds broken out by result.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+	}, []string{"result"})
+	reg.MustRegister(m.decisions, m.duration, m.compile, m.gen, m.attempts, m.latency)
 	return m
+}
+
+// attemptResult is the result label of one Authorize call. Upstream's filter, which sees only
+// allow or not, counts no opinion as denied; this service answers the three decisions, so it
+// keeps them apart ("no-opinion" is what the caller turns into a 403). "error" is a call whose
+// modes failed without any deciding.
+func attemptResult(d authorizer.Decision, err error) string {
+	switch {
+	case d == authorizer.Allow:
+		return "allowed"
+	case d == authorizer.Deny:
+		return "denied"
+	case err != nil:
+		return "error"
+	}
+	return "no-opinion"
+}
+
+func (m *metrics) attempt(result string, d time.Duration) {
+	m.attempts.WithLabelValues(result).Inc()
+	m.latency.WithLabelValues(result).Observe(d.Seconds())
 }
 
 func (m *metrics) decision(mode, decision string) {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -47,18 +49,62 @@ const (
 	maxRetry = 30 * time.Second
 )
 
-// metrics count the outcome of handled requests by signer.
+// metrics count the outcome of handled requests by signer, and, under upstream's names, whether
+// the lifetime a request asked for (spec.expirationSeconds) was honored. Upstream counts the
+// latter in its CSR registry for any signer that writes a certificate; here the built-in
+// signers write theirs straight to storage (decision 54), so this service counts them.
 type metrics struct {
 	requests *prometheus.CounterVec
+	honored  *prometheus.CounterVec
+	dropped  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "certificates_signer_requests_total",
 		Help: "Certificate signing requests handled by the built-in signers, by signer and result (signed: a certificate was issued; failed: the request broke the signer's rules and got the Failed condition).",
-	}, []string{"signer", "result"})}
-	reg.MustRegister(m.requests)
+	}, []string{"signer", "result"}),
+		honored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_certificates_registry_csr_honored_duration_total",
+			Help: "Total number of issued CSRs with a requested duration that was honored, sliced by signer.",
+		}, []string{"signerName"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_certificates_registry_csr_dropped_duration_total",
+			Help: "Total number of issued CSRs with a requested duration that was ignored, sliced by signer.",
+		}, []string{"signerName"}),
+	}
+	reg.MustRegister(m.requests, m.honored, m.dropped)
 	return m
+}
+
+// issued counts a certificate issued for a request that asked for expirationSeconds (nil: not
+// asked, not counted).
+func (m *metrics) issued(signerName string, expirationSeconds *int32, certPEM []byte) {
+	if expirationSeconds == nil {
+		return
+	}
+	if durationHonored(time.Duration(*expirationSeconds)*time.Second, certPEM) {
+		m.honored.WithLabelValues(signerName).Inc()
+	} else {
+		m.dropped.WithLabelValues(signerName).Inc()
+	}
+}
+
+// durationHonored tells whether the certificate is valid for the requested duration: its
+// NotAfter-NotBefore within signer.Backdate of it, since NotBefore is backdated and NotAfter is
+// too unless the lifetime is short. A duration capped by the signer's maximum or the CA's expiry,
+// or raised to signer.MinLifetime, is not honored.
+func durationHonored(want time.Duration, certPEM []byte) bool {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return false
+	}
+	delta := cert.NotAfter.Sub(cert.NotBefore) - want
+	return delta >= -signer.Backdate && delta <= signer.Backdate
 }
 
 // controller signs the approved requests of the signers it runs.
@@ -76,6 +122,11 @@ type controller struct {
 
 func newController(client *storage.Client, signers map[string]*signer.Signer, now func() time.Time, m *metrics, log *slog.Logger) *controller {
 	c := &controller{client: client, signers: signers, now: now, metrics: m, log: log, queue: newQueue(), failures: map[string]int{}}
+	for name := range signers {
+		// Each signer's series exist from the start: a dashboard shows zero, not no data.
+		m.honored.WithLabelValues(name)
+		m.dropped.WithLabelValues(name)
+	}
 	c.inf = storage.NewInformer(client, resourceType, func(o *storagev1.Object) (*certificatesv1.CertificateSigningRequest, error) {
 		csr := &certificatesv1.CertificateSigningRequest{}
 		if err := storage.DecodeStored(o.GetValue(), csr); err != nil {
@@ -243,6 +294,9 @@ func (c *controller) sync(ctx context.Context, name string) error {
 			return err
 		}
 		c.metrics.requests.WithLabelValues(s.Name(), result).Inc()
+		if verr == nil {
+			c.metrics.issued(s.Name(), csr.Spec.ExpirationSeconds, csr.Status.Certificate)
+		}
 		if verr != nil {
 			c.log.Info("certificate signing request failed its signer's rules", "name", name, "signer", s.Name(), "requester", csr.Spec.Username, "reason", verr.Error())
 		} else {

@@ -55,6 +55,11 @@ func New(opts Options) *Queue {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Metrics != nil {
+		// The controller's series exist from the start: an error rate of zero, not no data.
+		opts.Metrics.Syncs.WithLabelValues(opts.Controller)
+		opts.Metrics.Errors.WithLabelValues(opts.Controller)
+	}
 	return &Queue{
 		opts: opts,
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, workqueue.TypedRateLimitingQueueConfig[string]{

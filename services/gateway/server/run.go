@@ -12,7 +12,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -174,9 +173,10 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		return nil, err
 	}
 	s.auditor = auditor
-	handler := withRequestID(auditor.Handler(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(router))), log)
+	handler := withRequestID(auditor.Handler(withTrace(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(router)), log)), log)
+	// One server span per request, continuing a client's traceparent; named "{method} {route}".
 	handler = otelhttp.NewHandler(handler, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return r.Method + " " + spanPath(r.URL.Path)
+		return r.Method + " " + routeOf(r.URL.Path)
 	}))
 	handler = withPanicRecovery(handler, log)
 
@@ -382,15 +382,6 @@ func withPanicRecovery(next http.Handler, log *slog.Logger) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// spanPath keeps span names low-cardinality: the group version and resource, not names.
-func spanPath(p string) string {
-	parts := strings.Split(strings.Trim(p, "/"), "/")
-	if len(parts) > 5 {
-		parts = parts[:5]
-	}
-	return "/" + strings.Join(parts, "/")
 }
 
 // protobufToJSON decodes a Protobuf body with the registry's kinds and encodes it as JSON (for

@@ -432,7 +432,10 @@ type TypeStats struct {
 	Compacted int64
 	Events    int
 	Objects   int
-	Watchers  int
+	// Live is the number of objects that exist now (Objects also counts deleted keys whose
+	// history is retained).
+	Live     int
+	Watchers int
 }
 
 // Stats reports every loaded type.
@@ -441,7 +444,7 @@ func (c *Cache) Stats() []TypeStats {
 	for _, tc := range c.loaded() {
 		tc.mu.RLock()
 		out = append(out, TypeStats{Type: tc.name, Revision: tc.rev, Compacted: tc.compacted,
-			Events: len(tc.events), Objects: len(tc.ix.keys), Watchers: tc.watchers})
+			Events: len(tc.events), Objects: len(tc.ix.keys), Live: tc.ix.live, Watchers: tc.watchers})
 		tc.mu.RUnlock()
 	}
 	return out

@@ -34,6 +34,9 @@ type index struct {
 	versions map[string][]version
 	// keys holds every key with at least one version, sorted, for ordered (paged) scans.
 	keys []string
+	// live counts the keys whose newest version is an object (not a deletion): the
+	// apiserver_storage_objects metric, kept up to date so a scrape costs nothing.
+	live int
 }
 
 func newIndex() *index { return &index{versions: make(map[string][]version)} }
@@ -41,6 +44,12 @@ func newIndex() *index { return &index{versions: make(map[string][]version)} }
 // add records that key holds obj (nil: deleted) from rev on. Revisions arrive in order.
 func (ix *index) add(key string, rev int64, obj *storagev1.Object) {
 	vs, ok := ix.versions[key]
+	if ok && vs[len(vs)-1].obj != nil {
+		ix.live--
+	}
+	if obj != nil {
+		ix.live++
+	}
 	if !ok {
 		i := sort.SearchStrings(ix.keys, key)
 		ix.keys = append(ix.keys, "")

@@ -16,7 +16,7 @@ import (
 
 // toStatus turns any error of a handler into the error grpc-go sends: a typed *storage.Error
 // (a status with ErrorDetail) for everything the front door must map to an HTTP status.
-func toStatus(log *slog.Logger, err error, rt *storagev1.ResourceType, name string) error {
+func toStatus(ctx context.Context, log *slog.Logger, err error, rt *storagev1.ResourceType, name string) error {
 	if err == nil {
 		return nil
 	}
@@ -45,6 +45,6 @@ func toStatus(log *slog.Logger, err error, rt *storagev1.ResourceType, name stri
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	log.Error("storage request failed", "type", what, "name", name, "err", err)
+	log.ErrorContext(ctx, "storage request failed", "type", what, "name", name, "err", err)
 	return storage.NewError(storagev1.ErrorReason_INTERNAL, "internal storage error")
 }

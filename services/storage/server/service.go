@@ -45,7 +45,7 @@ func (s *Service) Create(ctx context.Context, req *storagev1.CreateRequest) (*st
 	annotate(ctx, req.GetType())
 	ev, err := s.be.Create(ctx, req.GetType(), obj)
 	if err != nil {
-		return nil, toStatus(s.log, err, req.GetType(), obj.GetName())
+		return nil, toStatus(ctx, s.log, err, req.GetType(), obj.GetName())
 	}
 	s.cache.Ensure(req.GetType())
 	return &storagev1.CreateResponse{Object: cache.ReadView(ev.Object)}, nil
@@ -63,7 +63,7 @@ func (s *Service) Update(ctx context.Context, req *storagev1.UpdateRequest) (*st
 	annotate(ctx, req.GetType())
 	ev, err := s.be.Update(ctx, req.GetType(), obj, req.GetPreconditions())
 	if err != nil {
-		return nil, toStatus(s.log, err, req.GetType(), obj.GetName())
+		return nil, toStatus(ctx, s.log, err, req.GetType(), obj.GetName())
 	}
 	s.cache.Ensure(req.GetType())
 	return &storagev1.UpdateResponse{Object: cache.ReadView(ev.Object), Previous: cache.ReadView(ev.Prev)}, nil
@@ -80,7 +80,7 @@ func (s *Service) Delete(ctx context.Context, req *storagev1.DeleteRequest) (*st
 	annotate(ctx, req.GetType())
 	ev, err := s.be.Delete(ctx, req.GetType(), req.GetNamespace(), req.GetName(), req.GetPreconditions())
 	if err != nil {
-		return nil, toStatus(s.log, err, req.GetType(), req.GetName())
+		return nil, toStatus(ctx, s.log, err, req.GetType(), req.GetName())
 	}
 	s.cache.Ensure(req.GetType())
 	return &storagev1.DeleteResponse{Previous: cache.ReadView(ev.Prev), ResourceVersion: ev.Revision}, nil
@@ -94,7 +94,7 @@ func (s *Service) Get(ctx context.Context, req *storagev1.GetRequest) (*storagev
 	annotate(ctx, req.GetType())
 	obj, err := s.cache.Get(ctx, req.GetType(), req.GetNamespace(), req.GetName(), req.GetResourceVersion())
 	if err != nil {
-		return nil, toStatus(s.log, err, req.GetType(), req.GetName())
+		return nil, toStatus(ctx, s.log, err, req.GetType(), req.GetName())
 	}
 	return &storagev1.GetResponse{Object: obj}, nil
 }
@@ -110,7 +110,7 @@ func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storag
 	annotate(ctx, req.GetType())
 	resp, err := s.cache.List(ctx, req)
 	if err != nil {
-		return nil, toStatus(s.log, err, req.GetType(), "")
+		return nil, toStatus(ctx, s.log, err, req.GetType(), "")
 	}
 	return resp, nil
 }
@@ -129,7 +129,7 @@ func (s *Service) Watch(req *storagev1.WatchRequest, stream grpc.ServerStreaming
 	annotate(ctx, req.GetType())
 	w, err := s.cache.Watch(ctx, req)
 	if err != nil {
-		return toStatus(s.log, err, req.GetType(), "")
+		return toStatus(ctx, s.log, err, req.GetType(), "")
 	}
 	defer w.Close()
 	for {
@@ -141,7 +141,7 @@ func (s *Service) Watch(req *storagev1.WatchRequest, stream grpc.ServerStreaming
 		case s.stopping.Err() != nil:
 			return status.Error(codes.Unavailable, "storage service is shutting down; resume the watch from the last revision")
 		default:
-			return toStatus(s.log, err, req.GetType(), "")
+			return toStatus(ctx, s.log, err, req.GetType(), "")
 		}
 		if err := stream.SendMsg(evs); err != nil { // a *cache.Batch: see wireCodec
 			return err
@@ -156,7 +156,7 @@ func (s *Service) Revision(ctx context.Context, req *storagev1.RevisionRequest) 
 	}
 	cur, compacted, err := s.cache.Revision(ctx, req.GetType())
 	if err != nil {
-		return nil, toStatus(s.log, err, req.GetType(), "")
+		return nil, toStatus(ctx, s.log, err, req.GetType(), "")
 	}
 	return &storagev1.RevisionResponse{Current: cur, Compacted: compacted}, nil
 }
@@ -171,7 +171,7 @@ func (s *Service) Compact(ctx context.Context, req *storagev1.CompactRequest) (*
 	}
 	eff, err := s.cache.Compact(ctx, req.GetType(), req.GetRevision())
 	if err != nil {
-		return nil, toStatus(s.log, err, req.GetType(), "")
+		return nil, toStatus(ctx, s.log, err, req.GetType(), "")
 	}
 	return &storagev1.CompactResponse{Compacted: eff}, nil
 }

@@ -236,7 +236,7 @@ func (p *imagePolicyWebhook) review(ctx context.Context, a *admission.Attributes
 	if !cached {
 		status, err = p.call(ctx, review)
 		if err != nil {
-			return p.backendFailed(a, err)
+			return p.backendFailed(ctx, a, err)
 		}
 		ttl := p.denyTTL
 		if status.Allowed {
@@ -261,8 +261,8 @@ func (p *imagePolicyWebhook) review(ctx context.Context, a *admission.Attributes
 }
 
 // backendFailed applies defaultAllow to a backend that could not answer.
-func (p *imagePolicyWebhook) backendFailed(a *admission.Attributes, err error) error {
-	p.log.Info("error contacting the image policy backend", slog.String("err", err.Error()), slog.Bool("defaultAllow", p.defaultAllow))
+func (p *imagePolicyWebhook) backendFailed(ctx context.Context, a *admission.Attributes, err error) error {
+	p.log.InfoContext(ctx, "error contacting the image policy backend", slog.String("err", err.Error()), slog.Bool("defaultAllow", p.defaultAllow))
 	if p.defaultAllow {
 		a.AddAnnotation(imagePolicyAuditPrefix+"failed-open", "true")
 		return nil

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"platform.io/libs/naming"
+	"platform.io/services/gateway/audit"
+)
+
+// TraceResponseHeader is the response header that tells the client the trace of its request:
+// W3C Trace Context Level 2's traceresponse, "00-<trace-id>-<span-id>-<flags>", where span-id is
+// the gateway's server span. Upstream answers with no such header; it is ours.
+const TraceResponseHeader = "Traceresponse"
+
+// TraceIDAnnotation is the audit annotation key that records the request's trace id
+// (trace.platform.io/trace-id, or trace.kubernetes.io/... under the kubernetes naming profile).
+func TraceIDAnnotation() string { return "trace." + naming.Domain + "/trace-id" }
+
+// withTrace runs inside the request's server span (otelhttp) and audit record: it names the
+// span by its route (semconv's "{method} {http.route}"), answers with the traceresponse header,
+// records the trace id as an audit annotation, and at debug level logs one line per request
+// (with the trace context, through the logger's handler).
+func withTrace(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		span := trace.SpanFromContext(ctx)
+		sc := span.SpanContext()
+		route := routeOf(r.URL.Path)
+		if span.IsRecording() {
+			span.SetAttributes(semconv.HTTPRoute(route))
+		}
+		if sc.IsValid() {
+			w.Header().Set(TraceResponseHeader, "00-"+sc.TraceID().String()+"-"+sc.SpanID().String()+"-"+sc.TraceFlags().String())
+			audit.AddAnnotation(ctx, TraceIDAnnotation(), sc.TraceID().String())
+		}
+		if !log.Enabled(ctx, slog.LevelDebug) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &codeRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		code := rec.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		log.DebugContext(ctx, "request", "method", r.Method, "route", route, "code", code,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000, "audit_id", w.Header().Get("Audit-Id"))
+	})
+}
+
+// codeRecorder remembers the response's status code; Flush and Unwrap keep streaming (watches)
+// and http.ResponseController working through it.
+type codeRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (c *codeRecorder) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *codeRecorder) Write(p []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+func (c *codeRecorder) Flush() {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *codeRecorder) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// routeOf is the low-cardinality route of an API path, as semconv's http.route wants it: the
+// group, version and resource stay, namespace and object names become {namespace} and {name}:
+// /api/v1/namespaces/{namespace}/configmaps/{name}, /apis/apps/v1/deployments,
+// /api/v1/namespaces/{name}/status. Paths outside /api and /apis (health, /version, /openapi,
+// /metrics) keep at most their first three segments.
+func routeOf(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	var prefix []string
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		prefix, parts = parts[:2], parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		prefix, parts = parts[:3], parts[3:]
+	default:
+		if len(parts) > 3 {
+			parts = parts[:3]
+		}
+		return "/" + strings.Join(parts, "/")
+	}
+	out := append([]string(nil), prefix...)
+	if len(parts) > 0 && parts[0] == "watch" { // the deprecated /watch/ prefix
+		out, parts = append(out, "watch"), parts[1:]
+	}
+	// As upstream's request info: namespaces/<ns>/<resource>... is a namespaced resource, unless
+	// the third segment is a subresource of the namespace itself (status, finalize).
+	if len(parts) >= 3 && parts[0] == "namespaces" && parts[2] != "status" && parts[2] != "finalize" {
+		out, parts = append(out, "namespaces", "{namespace}"), parts[2:]
+	}
+	if len(parts) > 0 && parts[0] != "" {
+		out = append(out, parts[0])
+	}
+	if len(parts) > 1 {
+		out = append(out, "{name}")
+	}
+	if len(parts) > 2 {
+		// A subresource: status, scale, log, exec, ... (a fixed set, so fine as a route).
+		out = append(out, parts[2])
+	}
+	return "/" + strings.Join(out, "/")
+}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"platform.io/libs/naming"
 	"platform.io/services/admission/admission"
@@ -35,6 +36,8 @@ const bound = 20 * time.Second
 type env struct {
 	ctl, admin *apiclient.Clients
 	ctx        context.Context
+	// informers are the controller's: create waits until they hold what it created.
+	informers informers.SharedInformerFactory
 }
 
 var seq atomic.Int64
@@ -57,6 +60,7 @@ func start(t *testing.T, syncPeriod time.Duration) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx = ctx
 	f := informers.NewSharedInformerFactory(e.ctl.Kubernetes, 0)
+	e.informers = f
 	c, err := resourcequota.New(e.ctl.Kubernetes, e.ctl.Dynamic, e.ctl.Discovery, f, resourcequota.Options{SyncPeriod: syncPeriod})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +125,37 @@ func (e *env) create(t *testing.T, ns string, objs ...any) {
 		if err != nil {
 			t.Fatalf("creating %T: %v", o, err)
 		}
+		e.waitSeen(t, ns, o)
 	}
+}
+
+// waitSeen waits (bounded) until the controller's informer holds a counted object the test
+// created: the controller counts what its informers hold, and (as upstream) a new object reaches
+// a quota's count through admission, not through an informer event, so a quota created right
+// after it must find it there.
+func (e *env) waitSeen(t *testing.T, ns string, o any) {
+	t.Helper()
+	core := e.informers.Core().V1()
+	var inf cache.SharedIndexInformer
+	switch o.(type) {
+	case *corev1.Pod:
+		inf = core.Pods().Informer()
+	case *corev1.ConfigMap:
+		inf = core.ConfigMaps().Informer()
+	case *corev1.Secret:
+		inf = core.Secrets().Informer()
+	case *corev1.Service:
+		inf = core.Services().Informer()
+	case *corev1.PersistentVolumeClaim:
+		inf = core.PersistentVolumeClaims().Informer()
+	default:
+		return
+	}
+	name := o.(metav1.Object).GetName()
+	testenv.Eventually(t, bound, "the controller's informer has "+ns+"/"+name, func() (bool, string) {
+		_, exists, err := inf.GetStore().GetByKey(ns + "/" + name)
+		return exists && err == nil, fmt.Sprint(err)
+	})
 }
 
 // waitStatus waits until the quota's status.hard and status.used are the wanted ones.

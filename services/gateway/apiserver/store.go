@@ -13,6 +13,9 @@ import (
 
 // storageType is the storage identity of a resource: one per group and resource, whatever the version.
 func storageType(res *registry.Resource) *storagev1.ResourceType {
+	if s := res.StoredAs; s != nil {
+		return &storagev1.ResourceType{Group: s.Group, Resource: s.Resource}
+	}
 	return &storagev1.ResourceType{Group: res.Group, Resource: res.Resource}
 }
 

@@ -20,7 +20,11 @@ func (a *API) strategies() registry.StrategyFactory {
 	shared := &builtinShared{scheme: a.reg.Scheme, codec: a.codec}
 	return registry.StrategyFactory{
 		Builtin: func(res *registry.Resource) registry.Strategy {
-			return &builtinStrategy{res: res, shared: shared}
+			b := &builtinStrategy{res: res, shared: shared}
+			if s := newEventsStrategy(a.reg, b); s != nil {
+				return s
+			}
+			return b
 		},
 		Custom: func(res *registry.Resource) registry.Strategy {
 			return &customStrategy{res: res}

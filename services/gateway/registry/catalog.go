@@ -43,6 +43,9 @@ type kindInfo struct {
 	approval bool
 	// deprecated kinds are served with upstream's deprecation signals.
 	deprecated *Deprecation
+	// storedAs names another resource whose storage holds this kind's objects (converted): the
+	// same objects seen through two APIs, as events.k8s.io Events are core Events.
+	storedAs *schema.GroupResource
 }
 
 // Deprecation says that a served resource is deprecated, as upstream's API lifecycle does: in which
@@ -117,8 +120,9 @@ var catalog = []catalogEntry{
 	}},
 	{upstream: coordinationv1.SchemeGroupVersion, install: coordinationv1.AddToScheme, defaultOn: true},
 	{upstream: eventsv1.SchemeGroupVersion, install: eventsv1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{
-		// Upstream gives "ev" to the core group's events only.
-		"Event": {},
+		// Upstream gives "ev" to the core group's events only. The objects are core Events, seen
+		// through this API with upstream's field mapping (one store, as upstream).
+		"Event": {storedAs: &schema.GroupResource{Resource: "events"}},
 	}},
 	{upstream: networkingv1.SchemeGroupVersion, install: networkingv1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{
 		"Ingress":       {shortNames: []string{"ing"}},

@@ -43,6 +43,9 @@ type Resource struct {
 	Virtual bool
 	// Deprecation is set for deprecated resources: requests get upstream's deprecation signals.
 	Deprecation *Deprecation
+	// StoredAs is set when the objects live in another resource's storage (its strategy converts
+	// them): events.k8s.io Events are stored as core Events.
+	StoredAs *schema.GroupResource
 	// HasStatus is true when the kind has a status that the main resource's writes do not change.
 	HasStatus bool
 	// SelectableFields are the field selector keys beyond metadata.name and metadata.namespace.
@@ -294,6 +297,13 @@ func New(runtimeConfig RuntimeConfig) (*Registry, error) {
 			return nil, err
 		}
 	}
+	// A resource stored as another is served only with it (its strategy converts to it); when
+	// --runtime-config turned the other off, it keeps a storage of its own.
+	for _, res := range reg.byGVR {
+		if s := res.StoredAs; s != nil && !reg.servesGroupResource(*s) {
+			res.StoredAs = nil
+		}
+	}
 	return reg, nil
 }
 
@@ -333,6 +343,7 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 			Categories:           info.categories,
 			Virtual:              info.virtual,
 			Deprecation:          info.deprecated,
+			StoredAs:             info.storedAs,
 			goType:               reflect.PointerTo(known[kind]),
 		}
 		if !rc.resourceEnabled(res.GroupVersionResource) {
@@ -409,4 +420,14 @@ func resourceInfo(entry catalogEntry, kind string, known map[string]reflect.Type
 		info.plural = plural.Resource
 	}
 	return info, true
+}
+
+// servesGroupResource tells whether some version of gr is served.
+func (r *Registry) servesGroupResource(gr schema.GroupResource) bool {
+	for gvr := range r.byGVR {
+		if gvr.GroupResource() == gr {
+			return true
+		}
+	}
+	return false
 }

@@ -340,6 +340,17 @@ var (
 // root CA publisher puts on RootCAConfigMap (upstream kubernetes.io/description).
 var DescriptionAnnotation string
 
+// Identifiers of the aggregation layer (upstream spells them with kube and kubernetes.io).
+var (
+	// AggregatorAutomanagedLabel marks the APIServices the gateway keeps for the group versions it
+	// serves itself ("onstart" for built-in ones, "true" for custom resources'); upstream
+	// kube-aggregator.kubernetes.io/automanaged.
+	AggregatorAutomanagedLabel string
+	// AggregatorUser is the identity the availability checks present to extension API servers in
+	// the front-proxy headers (with group system:masters); upstream system:kube-aggregator.
+	AggregatorUser string
+)
+
 // apply sets every identifier from the chosen profile.
 func apply() {
 	GroupSuffix, Domain = profile.groupSuffix, profile.domain
@@ -402,4 +413,6 @@ func apply() {
 	PodSecurityLabelPrefix = "pod-security." + Domain + "/"
 	ImagePolicyAnnotationInfix = ".image-policy." + GroupSuffix + "/"
 	DescriptionAnnotation = Domain + "/description"
+	AggregatorAutomanagedLabel = profile.short + "-aggregator." + Domain + "/automanaged"
+	AggregatorUser = "system:" + profile.short + "-aggregator"
 }

@@ -69,6 +69,8 @@ func TestKubernetesProfile(t *testing.T) {
 		LabelHostname:                   "kubernetes.io/hostname",
 		TaintNodeNotReady:               "node.kubernetes.io/not-ready",
 		UserExtraKey("pod-name"):        "authentication.kubernetes.io/pod-name",
+		AggregatorAutomanagedLabel:      "kube-aggregator.kubernetes.io/automanaged",
+		AggregatorUser:                  "system:kube-aggregator",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -80,15 +82,17 @@ func TestKubernetesProfile(t *testing.T) {
 func TestPlatformProfile(t *testing.T) {
 	use(t, PlatformProfile)
 	for got, want := range map[string]string{
-		MetaGroup:                "meta.platform.io",
-		ProtobufMediaType:        "application/vnd.platform.protobuf",
-		SystemNamespace:          "platform-system",
-		PublicNamespace:          "platform-public",
-		ExecInfoEnv:              "PLATFORM_EXEC_INFO",
-		SignerAPIServerClient:    "platform.io/platform-apiserver-client",
-		RootCAConfigMap:          "platform-root-ca.crt",
-		ControllerManagerUser:    "system:platform-controller-manager",
-		UserExtraKey("pod-name"): "authentication.platform.io/pod-name",
+		MetaGroup:                  "meta.platform.io",
+		ProtobufMediaType:          "application/vnd.platform.protobuf",
+		SystemNamespace:            "platform-system",
+		PublicNamespace:            "platform-public",
+		ExecInfoEnv:                "PLATFORM_EXEC_INFO",
+		SignerAPIServerClient:      "platform.io/platform-apiserver-client",
+		RootCAConfigMap:            "platform-root-ca.crt",
+		ControllerManagerUser:      "system:platform-controller-manager",
+		UserExtraKey("pod-name"):   "authentication.platform.io/pod-name",
+		AggregatorAutomanagedLabel: "platform-aggregator.platform.io/automanaged",
+		AggregatorUser:             "system:platform-aggregator",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)

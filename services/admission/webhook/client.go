@@ -19,12 +19,12 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
+	"platform.io/libs/serviceresolve"
 	"platform.io/services/admission/admission"
 )
 
@@ -181,24 +181,13 @@ func (cs *clients) build(cc *admissionregistrationv1.WebhookClientConfig) (*hook
 // service's cluster IP (which must serve the port), and otherwise (no such Service, or a
 // headless one) the service's DNS name.
 func (cs *clients) resolveService(namespace, name string, port int32) (string, error) {
-	portStr := strconv.Itoa(int(port))
-	svc, ok := cs.objects.Services().Get(namespace, name)
-	if ok && svc != nil {
-		switch {
-		case svc.Spec.Type == corev1.ServiceTypeExternalName:
-			if svc.Spec.ExternalName != "" {
-				return net.JoinHostPort(svc.Spec.ExternalName, portStr), nil
-			}
-		case svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone:
-			for _, p := range svc.Spec.Ports {
-				if p.Port == port {
-					return net.JoinHostPort(svc.Spec.ClusterIP, portStr), nil
-				}
-			}
-			return "", fmt.Errorf("no service port %d found for service %q", port, name)
+	if svc, ok := cs.objects.Services().Get(namespace, name); ok && svc != nil {
+		addr, err := serviceresolve.Address(svc, port)
+		if !errors.Is(err, serviceresolve.ErrNoClusterIP) {
+			return addr, err
 		}
 	}
-	return net.JoinHostPort(name+"."+namespace+".svc", portStr), nil
+	return net.JoinHostPort(serviceresolve.DNSName(namespace, name), strconv.Itoa(int(port))), nil
 }
 
 // callingError is a failure to get an answer from a webhook (transport, TLS, timeout, HTTP

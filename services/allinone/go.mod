@@ -125,9 +125,9 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.33.13 // indirect
+	k8s.io/api v0.33.13
 	k8s.io/apiextensions-apiserver v0.33.13 // indirect
-	k8s.io/apimachinery v0.33.13 // indirect
+	k8s.io/apimachinery v0.33.13
 	k8s.io/component-base v0.33.13 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
 	k8s.io/pod-security-admission v0.33.13 // indirect

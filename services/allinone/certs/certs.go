@@ -12,6 +12,7 @@ package certs
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 
 	"platform.io/libs/naming"
 	"platform.io/libs/pki"
@@ -73,6 +75,13 @@ type Options struct {
 	// set; KubeconfigOwnerOf names a path whose owner is given to the files in KubeconfigDir
 	// (compose bind-mounts a file of the checkout there, so the host user can read them).
 	Owner, KubeconfigOwnerOf string
+	// ServiceHosts add subject alternative names to one service's certificate, each
+	// "<service>=<host>[,<host>...]" (in Kubernetes: the names of the service's Service).
+	ServiceHosts []string
+	// Secret and AdminSecret, "<namespace>/<name>", keep the PKI in Kubernetes Secrets instead
+	// of a persistent --dir (see EnsureWithSecrets); Kubeconfig is the API that holds them
+	// (default: the pod's service account).
+	Secret, AdminSecret, Kubeconfig string
 }
 
 // Result says, per file name, what Ensure did: "created", "renewed" or "kept".
@@ -90,6 +99,10 @@ func (o *Options) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewBefore, "renew-before", 30*24*time.Hour, "issue a certificate again when less than this of its validity is left")
 	fs.StringVar(&o.Owner, "owner", "", "uid:gid given to --dir and its files (needs root; the services' user)")
 	fs.StringVar(&o.KubeconfigOwnerOf, "kubeconfig-owner-of", "", "give the files in --kubeconfig-dir the owner of this path (needs root)")
+	fs.StringArrayVar(&o.ServiceHosts, "service-hosts", nil, "extra DNS names or IP addresses of one service's certificate, <service>=<host>[,<host>...] (repeatable), such as storage=storage.ns.svc")
+	fs.StringVar(&o.Secret, "secret", "", "<namespace>/<name> of a Kubernetes Secret that keeps the PKI (all but the admin credentials): read into --dir first when it exists, written back when something changed")
+	fs.StringVar(&o.AdminSecret, "admin-secret", "", "<namespace>/<name> of a Kubernetes Secret that keeps admin.kubeconfig, admin.crt, admin.key and ca.crt, the same way")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the Kubernetes API holding --secret and --admin-secret (default: the pod's service account)")
 }
 
 // Validate reports the options' errors, each naming its flag.
@@ -111,7 +124,38 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--owner: %w", err))
 		}
 	}
+	for _, sh := range o.ServiceHosts {
+		name, hosts, ok := strings.Cut(sh, "=")
+		if !ok || !slices.Contains(Services, name) || strings.TrimSpace(hosts) == "" {
+			errs = append(errs, fmt.Errorf("--service-hosts %q must be <service>=<host>[,<host>...] with a service of %s", sh, strings.Join(Services, ", ")))
+		}
+	}
+	for flag, v := range map[string]string{"--secret": o.Secret, "--admin-secret": o.AdminSecret} {
+		if v != "" {
+			if _, err := parseSecretRef(flag, v); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if o.Secret != "" && o.Secret == o.AdminSecret {
+		errs = append(errs, errors.New("--secret and --admin-secret must name different Secrets"))
+	}
 	return errors.Join(errs...)
+}
+
+// serviceHosts are the extra names --service-hosts gives service.
+func (o *Options) serviceHosts(service string) []string {
+	var hosts []string
+	for _, sh := range o.ServiceHosts {
+		if name, list, ok := strings.Cut(sh, "="); ok && name == service {
+			for _, h := range strings.Split(list, ",") {
+				if h = strings.TrimSpace(h); h != "" && !slices.Contains(hosts, h) {
+					hosts = append(hosts, h)
+				}
+			}
+		}
+	}
+	return hosts
 }
 
 // Main is `platform certs`: it parses args, ensures the PKI and prints what it did; the exit code
@@ -135,7 +179,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "platform certs: invalid configuration:\n"+err.Error())
 		return 2
 	}
-	res, err := Ensure(o)
+	var res Result
+	var err error
+	if o.Secret != "" || o.AdminSecret != "" {
+		var client kubernetes.Interface
+		if client, err = o.kubeClient(); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			res, err = EnsureWithSecrets(ctx, o, client)
+			cancel()
+		}
+	} else {
+		res, err = Ensure(o)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "platform certs:", err)
 		return 1
@@ -184,7 +239,13 @@ func Ensure(o Options) (Result, error) {
 		return nil, err
 	}
 	for _, name := range Services {
-		w := want{cn: name, hosts: []string{name, "localhost", "127.0.0.1"}, server: true, client: true}
+		hosts := []string{name, "localhost", "127.0.0.1"}
+		for _, h := range o.serviceHosts(name) {
+			if !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+		w := want{cn: name, hosts: hosts, server: true, client: true}
 		if err := is.ensure(name+".crt", name+".key", w); err != nil {
 			return nil, err
 		}

@@ -262,3 +262,49 @@ func TestMainFlags(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// --service-hosts adds names to one service's certificate (in Kubernetes, its Service's names),
+// and a certificate that lacks a name asked for later is issued again.
+func TestServiceHosts(t *testing.T) {
+	o := options(t)
+	if _, err := Ensure(o); err != nil {
+		t.Fatal(err)
+	}
+	o.ServiceHosts = []string{"storage=rel-storage.ns.svc,rel-storage", "storage=10.0.0.7"}
+	res, err := Ensure(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["storage.crt"] != "renewed" || res["authn.crt"] != "kept" {
+		t.Errorf("storage.crt %s, authn.crt %s; want renewed, kept", res["storage.crt"], res["authn.crt"])
+	}
+	c := readCert(t, filepath.Join(o.Dir, "storage.crt"))
+	for _, h := range []string{"storage", "localhost", "rel-storage.ns.svc", "rel-storage"} {
+		if err := c.VerifyHostname(h); err != nil {
+			t.Errorf("storage.crt: %v", err)
+		}
+	}
+	if err := c.VerifyHostname("10.0.0.7"); err != nil {
+		t.Errorf("storage.crt: %v", err)
+	}
+	if err := readCert(t, filepath.Join(o.Dir, "authn.crt")).VerifyHostname("rel-storage.ns.svc"); err == nil {
+		t.Error("authn.crt names the storage Service")
+	}
+	for _, bad := range []string{"nosuch=a", "storage", "storage=", "gateway-serving=x"} {
+		o.ServiceHosts = []string{bad}
+		if o.Validate() == nil {
+			t.Errorf("--service-hosts %q accepted", bad)
+		}
+	}
+	o.ServiceHosts = nil
+	for _, bad := range []string{"noslash", "/name", "ns/", "a/b/c"} {
+		o.Secret = bad
+		if o.Validate() == nil {
+			t.Errorf("--secret %q accepted", bad)
+		}
+	}
+	o.Secret, o.AdminSecret = "ns/a", "ns/a"
+	if o.Validate() == nil {
+		t.Error("the same --secret and --admin-secret accepted")
+	}
+}

@@ -29,6 +29,9 @@ type Options struct {
 	// TLSCertFile, TLSKeyFile and TLSCAFile, when set, make the server speak TLS only (no
 	// plaintext port); clients verify it with TLSCAFile, and are not asked for certificates.
 	TLSCertFile, TLSKeyFile, TLSCAFile string
+	// ExtraArgs are appended to redis-server's command line (StartCluster passes the cluster
+	// settings this way).
+	ExtraArgs []string
 }
 
 // Server is a running (or stopped, between Stop and Start) redis-server.
@@ -113,6 +116,7 @@ func (s *Server) Start() error {
 	if s.opts.Password != "" {
 		args = append(args, "--requirepass", s.opts.Password)
 	}
+	args = append(args, s.opts.ExtraArgs...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -158,6 +162,9 @@ func (s *Server) Stop(kill bool) error {
 	s.cmd = nil
 	return nil
 }
+
+// Running reports whether the server process is up (started and not stopped).
+func (s *Server) Running() bool { return s.cmd != nil }
 
 // Restart stops and starts the server on the same port and data directory.
 func (s *Server) Restart(kill bool) error {

@@ -103,10 +103,14 @@ func EnsureWithSecrets(ctx context.Context, o Options, client kubernetes.Interfa
 			if ref == svc && adminFiles[name] {
 				continue
 			}
-			if ref == admin && !adminFiles[name] {
-				continue // ca.crt: Ensure writes it from the CA
-			}
 			dir := o.Dir
+			if ref == admin && !adminFiles[name] {
+				// ca.crt: its copy beside the admin kubeconfig (Ensure writes Dir's from the CA).
+				if name != CACert || o.KubeconfigDir == o.Dir {
+					continue
+				}
+				dir = o.KubeconfigDir
+			}
 			if name == AdminKubeconfig {
 				dir = o.KubeconfigDir
 			}

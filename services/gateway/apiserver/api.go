@@ -7,10 +7,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -77,6 +79,8 @@ type API struct {
 	// customWatches are the direct storage watches of custom resources, ended when their
 	// definition changes or goes away.
 	customWatches watchCancels
+	// remoteGroups lists the groups served by extension API servers (SetDiscoveryExtension).
+	remoteGroups atomic.Pointer[func() []metav1.APIGroup]
 }
 
 // New builds the resource API.

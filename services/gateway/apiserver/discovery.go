@@ -61,17 +61,27 @@ func (a *API) serveGroupList(w http.ResponseWriter, r *http.Request) {
 			list.Groups = append(list.Groups, apiGroup(g))
 		}
 	}
+	list.Groups = mergeGroups(list.Groups, a.remoteDiscovery())
 	a.writeDiscovery(w, r, list)
 }
 
 // serveGroup answers /apis/<group>.
 func (a *API) serveGroup(w http.ResponseWriter, r *http.Request) {
-	g, ok := a.reg.Group(mux.Vars(r)["group"])
-	if !ok || g.Name == "" {
+	name := mux.Vars(r)["group"]
+	var local []metav1.APIGroup
+	if g, ok := a.reg.Group(name); ok && g.Name != "" {
+		local = append(local, apiGroup(g))
+	}
+	var doc metav1.APIGroup
+	for _, g := range mergeGroups(local, a.remoteDiscovery()) {
+		if g.Name == name && name != "" {
+			doc = g
+		}
+	}
+	if doc.Name == "" {
 		a.writeError(w, r, notFoundPath())
 		return
 	}
-	doc := apiGroup(g)
 	doc.Kind, doc.APIVersion = "APIGroup", "v1"
 	a.writeDiscovery(w, r, &doc)
 }

@@ -24,6 +24,9 @@ func (a *API) strategies() registry.StrategyFactory {
 			if s := newEventsStrategy(a.reg, b); s != nil {
 				return s
 			}
+			if s := newAPIServiceStrategy(b); s != nil {
+				return s
+			}
 			return b
 		},
 		Custom: func(res *registry.Resource) registry.Strategy {

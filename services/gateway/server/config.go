@@ -63,6 +63,9 @@ type Config struct {
 	// EnableControllers runs the CustomResourceDefinition status controller (names, Established,
 	// cleanup on delete) in this process; the other controllers are the controllers service's.
 	EnableControllers bool
+	// ProxyClientCertFile and ProxyClientKeyFile are the client certificate the aggregator
+	// presents to extension API servers (upstream --proxy-client-cert-file, -key-file).
+	ProxyClientCertFile, ProxyClientKeyFile string
 }
 
 // RegisterFlags registers the configuration's flags with their defaults.
@@ -94,6 +97,8 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Audit.MaxSize, "audit-log-maxsize", 0, "megabytes an audit log file grows to before it is rotated (0: no limit)")
 	fs.StringVar(&c.Audit.Format, "audit-log-format", "json", "format of audit log lines: json")
 	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the CustomResourceDefinition status controller (accepted names, Established, cleanup on delete) in this process")
+	fs.StringVar(&c.ProxyClientCertFile, "proxy-client-cert-file", "", "client certificate (PEM) the gateway presents to extension API servers of remote APIServices, with the user in the front-proxy headers")
+	fs.StringVar(&c.ProxyClientKeyFile, "proxy-client-key-file", "", "the private key of --proxy-client-cert-file")
 }
 
 // DefaultConfig returns the configuration the flags default to.
@@ -140,6 +145,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MinRequestTimeout <= 0 {
 		errs = append(errs, errors.New("--min-request-timeout must be positive"))
+	}
+	if (c.ProxyClientCertFile == "") != (c.ProxyClientKeyFile == "") {
+		errs = append(errs, errors.New("--proxy-client-cert-file and --proxy-client-key-file go together"))
 	}
 	errs = append(errs, c.validateAudit()...)
 	return errors.Join(errs...)

@@ -31,6 +31,7 @@ import (
 	"platform.io/libs/service"
 	"platform.io/libs/storage"
 	"platform.io/services/gateway/admission"
+	"platform.io/services/gateway/aggregator"
 	"platform.io/services/gateway/apiserver"
 	"platform.io/services/gateway/audit"
 	"platform.io/services/gateway/auth"
@@ -165,6 +166,19 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	api.Install(router)
 	router.NotFoundHandler = api.NotFound()
 	router.MethodNotAllowedHandler = api.NotFound()
+	// The aggregation layer: requests for remote APIServices' group versions go to their
+	// extension API servers (aggregator.New is nil when apiregistration is turned off).
+	agg, err := aggregator.New(aggregator.Config{
+		API: api, Registry: reg, ProxyClientCertFile: cfg.ProxyClientCertFile, ProxyClientKeyFile: cfg.ProxyClientKeyFile,
+		Controllers: cfg.EnableControllers, CRDsSynced: api.CRDsSynced(), RequestTimeout: cfg.RequestTimeout, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var routed http.Handler = router
+	if agg != nil {
+		routed = agg.Handler(router)
+	}
 
 	auditOpts := cfg.Audit
 	auditOpts.ProtobufToJSON = protobufToJSON(reg.Scheme)
@@ -173,7 +187,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		return nil, err
 	}
 	s.auditor = auditor
-	handler := withRequestID(auditor.Handler(withTrace(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(router)), log)), log)
+	handler := withRequestID(auditor.Handler(withTrace(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(routed)), log)), log)
 	// One server span per request, continuing a client's traceparent; named "{method} {route}".
 	handler = otelhttp.NewHandler(handler, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method + " " + routeOf(r.URL.Path)
@@ -238,6 +252,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	// Custom resources are served once the stored definitions are read (readyz waits for it).
 	crdsSynced := s.health.AddPostStartHook("crd-informer-synced")
 	go api.RunCRDInformer(runCtx, cfg.EnableControllers)
+	if agg != nil {
+		go agg.Run(runCtx)
+	}
 	go func() {
 		select {
 		case <-api.CRDsSynced():

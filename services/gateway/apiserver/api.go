@@ -55,6 +55,9 @@ type Config struct {
 	// Metrics registers the API's own metrics (apiserver_requested_deprecated_apis); nil keeps
 	// them unexported.
 	Metrics prometheus.Registerer
+	// Components are the services behind the gateway whose health core componentstatuses
+	// report (componentstatus.go).
+	Components []Component
 }
 
 // API serves the resource API.

@@ -19,6 +19,10 @@ var readOptions = negotiateOptions{protobuf: true, table: true, yaml: true}
 
 // get serves GET on an item (and on its status subresource, which reads the whole object).
 func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	if info.res.Computed {
+		a.serveComputed(w, r, info)
+		return
+	}
 	out, err := negotiate(r, readOptions.forResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
@@ -105,6 +109,10 @@ func parseListParams(r *http.Request, res *registry.Resource) (listParams, error
 
 // list serves GET on a collection: one namespace's, or across all namespaces.
 func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
+	if info.res.Computed {
+		a.serveComputed(w, r, info)
+		return
+	}
 	out, err := negotiate(r, readOptions.forResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)

@@ -122,10 +122,10 @@ func (a *API) parseResourcePath(r *http.Request, gv schema.GroupVersion, rest st
 		return nil, err
 	}
 	info.verb = verb
-	if !res.Virtual || verb == "create" {
-		return info, nil
+	if (res.Virtual && verb != "create") || (res.Computed && verb != "get" && verb != "list") {
+		return nil, apierrors.NewMethodNotSupported(res.GroupResource(), verb)
 	}
-	return nil, apierrors.NewMethodNotSupported(res.GroupResource(), verb)
+	return info, nil
 }
 
 // verbFor maps the HTTP method and the address to the API verb, as the spec's verb table does.

@@ -18,6 +18,7 @@ import (
 // strategies is the factory the API installs in its registry.
 func (a *API) strategies() registry.StrategyFactory {
 	shared := &builtinShared{scheme: a.reg.Scheme, codec: a.codec}
+	addVersionConversions(a.reg.Scheme)
 	return registry.StrategyFactory{
 		Builtin: func(res *registry.Resource) registry.Strategy {
 			b := &builtinStrategy{res: res, shared: shared}
@@ -25,6 +26,9 @@ func (a *API) strategies() registry.StrategyFactory {
 				return s
 			}
 			if s := newAPIServiceStrategy(b); s != nil {
+				return s
+			}
+			if s := newVersionStrategy(a.reg, b); s != nil {
 				return s
 			}
 			return b

@@ -7,6 +7,7 @@ import (
 	authenticationv1alpha1 "k8s.io/api/authentication/v1alpha1"
 	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -46,6 +47,12 @@ type kindInfo struct {
 	// storedAs names another resource whose storage holds this kind's objects (converted): the
 	// same objects seen through two APIs, as events.k8s.io Events are core Events.
 	storedAs *schema.GroupResource
+	// storageVersion names the version of the same group whose objects storage holds, when this
+	// version is a second served version of the kind (its strategy converts to and from it).
+	storageVersion string
+	// computed kinds are read-only views the gateway computes on every request (get and list),
+	// never stored: core componentstatuses report the health of the services behind it.
+	computed bool
 }
 
 // Deprecation says that a served resource is deprecated, as upstream's API lifecycle does: in which
@@ -73,9 +80,9 @@ type catalogEntry struct {
 // all is the "all" category kubectl expands `kubectl get all` to.
 var all = []string{"all"}
 
-// catalog lists the served group versions in discovery order: the stable version of every
-// built-in group. Each resource is served in exactly one version, so stored objects never need
-// converting between versions.
+// catalog lists the served group versions in discovery order (a group's preferred version
+// first): the stable versions of every built-in group. A resource served in two versions is
+// stored in one (storageVersion) and converted by the other version's strategy.
 var catalog = []catalogEntry{
 	{upstream: corev1.SchemeGroupVersion, install: corev1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{
 		"Pod":                   {shortNames: []string{"po"}, categories: all},
@@ -91,8 +98,9 @@ var catalog = []catalogEntry{
 		"LimitRange":            {shortNames: []string{"limits"}},
 		"ResourceQuota":         {shortNames: []string{"quota"}},
 		"ReplicationController": {shortNames: []string{"rc"}, categories: all, scale: true},
-		// Deprecated upstream, and its answer is computed from components Platform does not have.
-		"ComponentStatus": {skip: true},
+		// Deprecated in 1.19 (its deprecation comes from the type's API lifecycle); answered from
+		// the health of the services behind the gateway.
+		"ComponentStatus": {plural: "componentstatuses", shortNames: []string{"cs"}, computed: true},
 		// Not resources: option and helper kinds that happen to have lists.
 		"List": {skip: true}, "APIGroup": {skip: true},
 	}},
@@ -108,6 +116,11 @@ var catalog = []catalogEntry{
 	}},
 	{upstream: autoscalingv2.SchemeGroupVersion, install: autoscalingv2.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{
 		"HorizontalPodAutoscaler": {shortNames: []string{"hpa"}, categories: all},
+	}},
+	// The same HorizontalPodAutoscalers through autoscaling/v1 (preferred is v2, as upstream), stored
+	// once as v2 and converted in and out with upstream's conversion and annotations.
+	{upstream: autoscalingv1.SchemeGroupVersion, install: autoscalingv1.AddToScheme, defaultOn: true, onlyListed: true, kinds: map[string]kindInfo{
+		"HorizontalPodAutoscaler": {shortNames: []string{"hpa"}, categories: all, storageVersion: "v2"},
 	}},
 	{upstream: policyv1.SchemeGroupVersion, install: policyv1.AddToScheme, defaultOn: true, kinds: map[string]kindInfo{
 		"PodDisruptionBudget": {shortNames: []string{"pdb"}},

@@ -46,6 +46,13 @@ type Resource struct {
 	// StoredAs is set when the objects live in another resource's storage (its strategy converts
 	// them): events.k8s.io Events are stored as core Events.
 	StoredAs *schema.GroupResource
+	// StorageVersion is set on a second served version of a kind: its objects are stored as the
+	// objects of this version of the same group (StorageResource), and its strategy converts to
+	// and from them. autoscaling/v1 HorizontalPodAutoscalers are stored as autoscaling/v2 ones.
+	StorageVersion string
+	// Computed resources are read-only views the gateway computes on each request (get, list),
+	// never stored: core componentstatuses.
+	Computed bool
 	// HasStatus is true when the kind has a status that the main resource's writes do not change.
 	HasStatus bool
 	// SelectableFields are the field selector keys beyond metadata.name and metadata.namespace.
@@ -151,6 +158,9 @@ type Registry struct {
 	view   atomic.Pointer[view]
 	// factory builds the resources' strategies (UseStrategies).
 	factory atomic.Pointer[StrategyFactory]
+	// unserved are the resources of storage versions --runtime-config turned off while a second
+	// version of their kind is served (StorageResource): built for the conversion, never routed.
+	unserved map[schema.GroupVersionResource]*Resource
 }
 
 // view is one immutable snapshot of everything served.
@@ -304,6 +314,33 @@ func New(runtimeConfig RuntimeConfig) (*Registry, error) {
 			res.StoredAs = nil
 		}
 	}
+	// A second version of a kind converts to its storage version's objects; when --runtime-config
+	// turned the storage version off, its resources are still built, unserved, for the conversion
+	// (objects keep one stored form whatever is served).
+	for _, res := range reg.byGVR {
+		stored := schema.GroupVersion{Group: res.Group, Version: res.StorageVersion}
+		if res.StorageVersion == "" || reg.servesGroupVersion(stored) || reg.unserved[stored.WithResource(res.Resource)] != nil {
+			continue
+		}
+		for _, entry := range catalog {
+			if naming.Group(entry.upstream.Group) != stored.Group || entry.upstream.Version != stored.Version {
+				continue
+			}
+			scratch := &Registry{Scheme: reg.Scheme, byGVR: map[schema.GroupVersionResource]*Resource{}, byType: map[reflect.Type]*Resource{}}
+			if err := scratch.addGroupVersion(entry, stored, RuntimeConfig{}); err != nil {
+				return nil, err
+			}
+			if reg.unserved == nil {
+				reg.unserved = map[schema.GroupVersionResource]*Resource{}
+			}
+			for gvr, r := range scratch.byGVR {
+				reg.unserved[gvr] = r
+			}
+		}
+		if reg.unserved[stored.WithResource(res.Resource)] == nil {
+			return nil, fmt.Errorf("registry: %s %s are stored as %s, which the catalog does not have", res.GroupVersion(), res.Resource, stored)
+		}
+	}
 	return reg, nil
 }
 
@@ -344,7 +381,12 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 			Virtual:              info.virtual,
 			Deprecation:          info.deprecated,
 			StoredAs:             info.storedAs,
+			StorageVersion:       info.storageVersion,
+			Computed:             info.computed,
 			goType:               reflect.PointerTo(known[kind]),
+		}
+		if res.Deprecation == nil {
+			res.Deprecation = lifecycleDeprecation(known[kind])
 		}
 		if !rc.resourceEnabled(res.GroupVersionResource) {
 			continue
@@ -352,9 +394,12 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 		if f, ok := selectableFields[typeKey{entry.upstream.Group, kind}]; ok {
 			res.SelectableFields, res.fields = f.keys, f.extract
 		}
-		if res.Virtual {
+		switch {
+		case res.Virtual:
 			res.Verbs = []string{"create"}
-		} else {
+		case res.Computed:
+			res.Verbs = []string{"get", "list"}
+		default:
 			res.Verbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 			if _, ok := known[kind].FieldByName("Status"); ok && known[kind].Kind() == reflect.Struct {
 				if f, _ := known[kind].FieldByName("Status"); f.Type.Kind() == reflect.Struct {
@@ -422,6 +467,26 @@ func resourceInfo(entry catalogEntry, kind string, known map[string]reflect.Type
 	return info, true
 }
 
+// StorageResource returns the resource of a storage version (Resource.StorageVersion), served or
+// not.
+func (r *Registry) StorageResource(gvr schema.GroupVersionResource) (*Resource, bool) {
+	if res, ok := r.byGVR[gvr]; ok {
+		return res, true
+	}
+	res, ok := r.unserved[gvr]
+	return res, ok
+}
+
+// servesGroupVersion tells whether gv is served.
+func (r *Registry) servesGroupVersion(gv schema.GroupVersion) bool {
+	for gvr := range r.byGVR {
+		if gvr.GroupVersion() == gv {
+			return true
+		}
+	}
+	return false
+}
+
 // servesGroupResource tells whether some version of gr is served.
 func (r *Registry) servesGroupResource(gr schema.GroupResource) bool {
 	for gvr := range r.byGVR {
@@ -430,4 +495,40 @@ func (r *Registry) servesGroupResource(gr schema.GroupResource) bool {
 		}
 	}
 	return false
+}
+
+// ServedRelease is the upstream release whose API the gateway serves: deprecations announced up
+// to it are signalled.
+const ServedRelease = "1.33"
+
+// lifecycleDeprecation reads a kind's deprecation from its Go type's API lifecycle, as upstream's
+// API server does (k8s.io/api generates APILifecycleDeprecated, APILifecycleRemoved and
+// APILifecycleReplacement from the types' prerelease-lifecycle tags; core ComponentStatus and
+// Endpoints carry them by hand): nil unless it was deprecated in ServedRelease or before.
+func lifecycleDeprecation(t reflect.Type) *Deprecation {
+	obj := reflect.New(t).Interface()
+	dep, ok := obj.(interface{ APILifecycleDeprecated() (int, int) })
+	if !ok {
+		return nil
+	}
+	major, minor := dep.APILifecycleDeprecated()
+	var servedMajor, servedMinor int
+	fmt.Sscanf(ServedRelease, "%d.%d", &servedMajor, &servedMinor)
+	if (major == 0 && minor == 0) || major > servedMajor || (major == servedMajor && minor > servedMinor) {
+		return nil
+	}
+	d := &Deprecation{In: fmt.Sprintf("%d.%d", major, minor)}
+	if rem, ok := obj.(interface{ APILifecycleRemoved() (int, int) }); ok {
+		if major, minor := rem.APILifecycleRemoved(); major != 0 || minor != 0 {
+			d.RemovedIn = fmt.Sprintf("%d.%d", major, minor)
+		}
+	}
+	if rep, ok := obj.(interface {
+		APILifecycleReplacement() schema.GroupVersionKind
+	}); ok {
+		if gvk := rep.APILifecycleReplacement(); !gvk.Empty() {
+			d.Replacement = schema.GroupVersion{Group: naming.Group(gvk.Group), Version: gvk.Version}.String() + " " + gvk.Kind
+		}
+	}
+	return d
 }

@@ -57,7 +57,6 @@ func TestCatalog(t *testing.T) {
 		}
 	}
 	for _, gvr := range []schema.GroupVersionResource{
-		{Version: "v1", Resource: "componentstatuses"},
 		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
 		{Group: "policy", Version: "v1", Resource: "evictions"},
 	} {

@@ -118,6 +118,9 @@ func (r *Registry) UseStrategies(f StrategyFactory) {
 	for _, res := range r.byGVR {
 		res.strategy = f.Builtin(res)
 	}
+	for _, res := range r.unserved {
+		res.strategy = f.Builtin(res)
+	}
 	for _, list := range r.custom {
 		for _, res := range list {
 			res.strategy = f.Custom(res)

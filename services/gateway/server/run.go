@@ -152,6 +152,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		Context:           runCtx,
 		DisableWatchHub:   !cfg.WatchCache,
 		Metrics:           metrics,
+		// core componentstatuses report the services behind the gateway, by their readyz names.
+		Components: []apiserver.Component{componentOf("storage", storageConn), componentOf("authentication", authnConn),
+			componentOf("authorization", authzConn), componentOf("admission", admissionConn)},
 	})
 	router := mux.NewRouter()
 	router.UseEncodedPath()
@@ -368,6 +371,14 @@ func (s *Server) closeConns() {
 func serviceCheck(name string, conn grpc.ClientConnInterface) health.Check {
 	return health.Check{Name: name, Run: func(r *http.Request) error {
 		return service.CheckHealth(r.Context(), conn, 2*time.Second)
+	}}
+}
+
+// componentOf is a service behind the gateway as core componentstatuses report it (its gRPC
+// health, as its readyz check).
+func componentOf(name string, conn grpc.ClientConnInterface) apiserver.Component {
+	return apiserver.Component{Name: name, Check: func(ctx context.Context) error {
+		return service.CheckHealth(ctx, conn, 2*time.Second)
 	}}
 }
 

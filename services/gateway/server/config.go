@@ -96,7 +96,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files to keep (0: no limit)")
 	fs.IntVar(&c.Audit.MaxSize, "audit-log-maxsize", 0, "megabytes an audit log file grows to before it is rotated (0: no limit)")
 	fs.StringVar(&c.Audit.Format, "audit-log-format", "json", "format of audit log lines: json")
-	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the CustomResourceDefinition status controller (accepted names, Established, cleanup on delete) in this process")
+	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the CustomResourceDefinition status controller (accepted names, Established, cleanup on delete) and the APIService controllers (local APIServices, availability) in this process")
 	fs.StringVar(&c.ProxyClientCertFile, "proxy-client-cert-file", "", "client certificate (PEM) the gateway presents to extension API servers of remote APIServices, with the user in the front-proxy headers")
 	fs.StringVar(&c.ProxyClientKeyFile, "proxy-client-key-file", "", "the private key of --proxy-client-cert-file")
 }

@@ -22,7 +22,8 @@ type ClusterOptions struct {
 	// AppendFsync is every node's appendfsync policy ("everysec" if empty).
 	AppendFsync string
 	// NodeTimeout is cluster-node-timeout: how long a master may be unreachable before its
-	// replica is promoted (1s if 0, to keep failover tests short).
+	// replica is promoted (5s if 0). Failover tests want it short; on a loaded machine a short
+	// one makes the cluster fail over on its own.
 	NodeTimeout time.Duration
 }
 
@@ -80,7 +81,7 @@ func StartClusterProcesses(dir string, opts ClusterOptions) (*Cluster, error) {
 	}
 	replicas := max(opts.ReplicasPerMaster, 0)
 	if opts.NodeTimeout == 0 {
-		opts.NodeTimeout = time.Second
+		opts.NodeTimeout = 5 * time.Second
 	}
 	c := &Cluster{}
 	n := opts.Masters * (1 + replicas)

@@ -163,6 +163,20 @@ func (s *Server) Stop(kill bool) error {
 	return nil
 }
 
+// Pause stops the server process with SIGSTOP (it holds its connections but answers nothing:
+// a hung or partitioned node); Resume continues it.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	if s.cmd == nil {
+		return errors.New("redistest: server not running")
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
 // Running reports whether the server process is up (started and not stopped).
 func (s *Server) Running() bool { return s.cmd != nil }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -41,7 +42,13 @@ func OpenBackend(ctx context.Context, cfg Config, log *slog.Logger) (backend.Bac
 	case "embedded":
 		return embedded.Open(filepath.Join(cfg.DataDir, "storage.db"), embedded.Options{})
 	case "redis":
-		opts := redisbackend.Options{URL: cfg.RedisURL}
+		opts := redisbackend.Options{
+			URL:          cfg.RedisURL,
+			Cluster:      cfg.RedisMode == "cluster",
+			ClusterAddrs: cfg.RedisClusterAddrs,
+			WaitReplicas: cfg.WaitReplicas(),
+			WaitTimeout:  cfg.RedisWaitTimeout,
+		}
 		if cfg.RedisPasswordFile != "" {
 			b, err := os.ReadFile(cfg.RedisPasswordFile)
 			if err != nil {
@@ -107,7 +114,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	go c.RunCompactor(runCtx, cache.Retention{Duration: cfg.HistoryRetention, MaxEvents: cfg.HistoryMaxEvents, Interval: cfg.CompactionInterval})
 	srv.Serve()
 	go s.probe(runCtx)
-	log.Info("storage backend open", "backend", cfg.Backend)
+	if cfg.Backend == "redis" {
+		log.Info("storage backend open", "backend", cfg.Backend, "redis_mode", cmp.Or(cfg.RedisMode, "standalone"), "redis_wait_replicas", cfg.WaitReplicas())
+	} else {
+		log.Info("storage backend open", "backend", cfg.Backend)
+	}
 	return s, nil
 }
 

@@ -82,8 +82,19 @@ type Options struct {
 	Password string
 	// TLSConfig, when non-nil, enables TLS with this configuration.
 	TLSConfig *tls.Config
-	// PoolSize is the number of pooled connections; 0 means 64.
+	// PoolSize is the number of pooled connections (per node in a cluster); 0 means 64.
 	PoolSize int
+	// Cluster makes URL the seed node of a Redis Cluster (see cluster.go): its scheme,
+	// credentials and options apply to every node; the database must be 0.
+	Cluster bool
+	// ClusterAddrs are more seed nodes (host:port) of the cluster, tried when URL's is down.
+	ClusterAddrs []string
+	// WaitReplicas, when positive, makes every write wait (Redis WAIT) until that many replicas
+	// of its master have acknowledged it, up to WaitTimeout, before it is acknowledged; a write
+	// that is not acknowledged in time is reported as unavailable with an unknown outcome.
+	WaitReplicas int
+	// WaitTimeout bounds WaitReplicas' wait; 0 means 1s.
+	WaitTimeout time.Duration
 }
 
 const (
@@ -96,18 +107,30 @@ const (
 	// blockingPoolSize bounds the connections parked in XREAD BLOCK: one per resource type in
 	// use. go-redis dials them only when needed.
 	blockingPoolSize = 4096
+	// defaultWaitTimeout bounds a write's WAIT for replicas when Options.WaitTimeout is 0.
+	defaultWaitTimeout = time.Second
 )
 
-// Backend is a backend.Backend on one Redis (standalone, or the primary of a replicated set).
+// Backend is a backend.Backend on one Redis (standalone, or the primary of a replicated set) or
+// on a Redis Cluster.
 type Backend struct {
-	client *redis.Client
+	// client is a *redis.Client, or a *redis.ClusterClient in cluster mode.
+	client redis.UniversalClient
 	// blocking serves only XREAD BLOCK. Every resource type in use has a log reader parked there
 	// for seconds at a time; sharing the request pool, more types than pooled connections would
 	// starve every other command.
-	blocking  *redis.Client
-	addr      string
-	secretKey string
-	typesGlob string
+	blocking redis.UniversalClient
+	// cluster is client in cluster mode, nil otherwise.
+	cluster *redis.ClusterClient
+	// nodes are cluster's per-node clients by address (writes go to them directly: see
+	// clusterWrite).
+	nodes sync.Map
+	// waitReplicas and waitTimeout are Options.WaitReplicas and WaitTimeout.
+	waitReplicas int
+	waitTimeout  time.Duration
+	addr         string
+	secretKey    string
+	typesGlob    string
 
 	mu    sync.RWMutex
 	types map[typeID]*typeKeys
@@ -131,7 +154,18 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := open(ro)
+	var b *Backend
+	if opts.Cluster {
+		if b, err = openCluster(ro, opts); err != nil {
+			return nil, err
+		}
+	} else {
+		b = open(ro)
+	}
+	if opts.WaitReplicas > 0 {
+		b.waitReplicas = opts.WaitReplicas
+		b.waitTimeout = cmp.Or(opts.WaitTimeout, defaultWaitTimeout)
+	}
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := b.client.Ping(pctx).Err(); err != nil {
@@ -141,7 +175,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		}
 		return nil, fmt.Errorf("redisbackend: connect to Redis at %s: %w", b.addr, err)
 	}
-	for _, s := range []*redis.Script{writeScript, compactScript} {
+	for _, s := range []*redis.Script{writeScript, compactScript, readScript, snapshotScript} {
 		if err := s.Load(pctx, b.client).Err(); err != nil {
 			_ = b.Close()
 			return nil, b.wrap(pctx, fmt.Errorf("load script: %w", err))
@@ -256,7 +290,7 @@ func (b *Backend) write(ctx context.Context, k *typeKeys, op, key string, payloa
 		// connection).
 		return writeResult{}, err
 	}
-	res, err := writeScript.Run(ctx, b.client, k.writeKeys, op, key, payload, uid, rv).Slice()
+	res, err := b.runWrite(ctx, k, op, key, payload, uid, rv)
 	if err != nil {
 		return writeResult{}, b.wrap(ctx, err)
 	}
@@ -425,25 +459,37 @@ func (b *Backend) Snapshot(ctx context.Context, rt *storagev1.ResourceType) (*ba
 		return nil, err
 	}
 	var (
-		meta *redis.SliceCmd
-		objs *redis.MapStringStringCmd
-		log  *redis.XMessageSliceCmd
+		metaVals []any
+		objVals  map[string]string
+		logVals  []redis.XMessage
 	)
-	_, err = b.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.MGet(ctx, k.metaKeys...)
-		objs = p.HGetAll(ctx, k.objs)
-		log = p.XRange(ctx, k.log, "-", "+")
-		return nil
-	})
-	if err != nil {
-		return nil, b.wrap(ctx, err)
+	if b.cluster != nil {
+		if metaVals, objVals, logVals, err = b.clusterSnapshot(ctx, k); err != nil {
+			return nil, err
+		}
+	} else {
+		var (
+			meta *redis.SliceCmd
+			objs *redis.MapStringStringCmd
+			log  *redis.XMessageSliceCmd
+		)
+		_, err = b.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			meta = p.MGet(ctx, k.metaKeys...)
+			objs = p.HGetAll(ctx, k.objs)
+			log = p.XRange(ctx, k.log, "-", "+")
+			return nil
+		})
+		if err != nil {
+			return nil, b.wrap(ctx, err)
+		}
+		metaVals, objVals, logVals = meta.Val(), objs.Val(), log.Val()
 	}
 	s := &backend.Snapshot{}
-	if s.Revision, s.Compacted, err = parseMeta(meta.Val()); err != nil {
+	if s.Revision, s.Compacted, err = parseMeta(metaVals); err != nil {
 		return nil, err
 	}
-	s.Objects = make([]*storagev1.Object, 0, len(objs.Val()))
-	for _, v := range objs.Val() {
+	s.Objects = make([]*storagev1.Object, 0, len(objVals))
+	for _, v := range objVals {
 		o, err := decodeValue(v)
 		if err != nil {
 			return nil, err
@@ -456,8 +502,8 @@ func (b *Backend) Snapshot(ctx context.Context, rt *storagev1.ResourceType) (*ba
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	s.Events = make([]backend.Event, 0, len(log.Val()))
-	for _, m := range log.Val() {
+	s.Events = make([]backend.Event, 0, len(logVals))
+	for _, m := range logVals {
 		ev, err := entryEvent(m.ID, m.Values)
 		if err != nil {
 			return nil, err
@@ -480,20 +526,31 @@ func (b *Backend) Read(ctx context.Context, rt *storagev1.ResourceType, after in
 		return nil, err
 	}
 	var (
-		meta *redis.SliceCmd
-		log  *redis.XMessageSliceCmd
+		current, compacted int64
+		msgs               []redis.XMessage
 	)
-	_, err = b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.MGet(ctx, k.metaKeys...)
-		log = p.XRangeN(ctx, k.log, strconv.FormatInt(after+1, 10)+"-0", "+", int64(max))
-		return nil
-	})
-	if err != nil {
-		return nil, b.wrap(ctx, err)
-	}
-	current, compacted, err := parseMeta(meta.Val())
-	if err != nil {
-		return nil, err
+	first := strconv.FormatInt(after+1, 10) + "-0"
+	if b.cluster != nil {
+		if current, compacted, msgs, err = b.clusterRead(ctx, k, first, max); err != nil {
+			return nil, err
+		}
+	} else {
+		var (
+			meta *redis.SliceCmd
+			log  *redis.XMessageSliceCmd
+		)
+		_, err = b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			meta = p.MGet(ctx, k.metaKeys...)
+			log = p.XRangeN(ctx, k.log, first, "+", int64(max))
+			return nil
+		})
+		if err != nil {
+			return nil, b.wrap(ctx, err)
+		}
+		if current, compacted, err = parseMeta(meta.Val()); err != nil {
+			return nil, err
+		}
+		msgs = log.Val()
 	}
 	if after < compacted {
 		return nil, backend.ErrCompacted
@@ -501,7 +558,7 @@ func (b *Backend) Read(ctx context.Context, rt *storagev1.ResourceType, after in
 	if current < after {
 		return nil, backend.ErrRewound
 	}
-	if msgs := log.Val(); len(msgs) > 0 {
+	if len(msgs) > 0 {
 		return denseEvents(after, msgs)
 	}
 	if current > after {
@@ -604,15 +661,28 @@ func (b *Backend) Types(ctx context.Context) ([]*storagev1.ResourceType, error) 
 	prefix := naming.RedisKeyPrefix + ":{"
 	const suffix = "}:rev"
 	seen := make(map[string]bool)
-	it := b.client.Scan(ctx, 0, b.typesGlob, 1000).Iterator()
-	for it.Next(ctx) {
-		key := it.Val()
-		if !strings.HasPrefix(key, prefix) || !strings.HasSuffix(key, suffix) || len(key) <= len(prefix)+len(suffix) {
-			continue
+	var mu sync.Mutex
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, b.typesGlob, 1000).Iterator()
+		for it.Next(ctx) {
+			key := it.Val()
+			if !strings.HasPrefix(key, prefix) || !strings.HasSuffix(key, suffix) || len(key) <= len(prefix)+len(suffix) {
+				continue
+			}
+			mu.Lock()
+			seen[key[len(prefix):len(key)-len(suffix)]] = true
+			mu.Unlock()
 		}
-		seen[key[len(prefix):len(key)-len(suffix)]] = true
+		return it.Err()
 	}
-	if err := it.Err(); err != nil {
+	var err error
+	if b.cluster != nil {
+		// SCAN covers one node: every master's keys together are the cluster's.
+		err = b.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, b.client)
+	}
+	if err != nil {
 		return nil, b.wrap(ctx, err)
 	}
 	names := make([]string, 0, len(seen))
@@ -639,11 +709,20 @@ func (b *Backend) Secret(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("redisbackend: generate secret: %w", err)
 	}
 	var get *redis.StringCmd
-	_, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.SetNX(ctx, b.secretKey, fresh, 0)
-		get = p.Get(ctx, b.secretKey)
-		return nil
-	})
+	var err error
+	if b.cluster != nil {
+		// Two commands, not a pipeline: go-redis's cluster pipelines mishandle commands
+		// redirected during a slot migration.
+		if err = b.client.SetNX(ctx, b.secretKey, fresh, 0).Err(); err == nil {
+			get = b.client.Get(ctx, b.secretKey)
+		}
+	} else {
+		_, err = b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.SetNX(ctx, b.secretKey, fresh, 0)
+			get = p.Get(ctx, b.secretKey)
+			return nil
+		})
+	}
 	if err != nil {
 		return nil, b.wrap(ctx, err)
 	}
@@ -688,6 +767,10 @@ func (b *Backend) wrap(ctx context.Context, err error) error {
 		// The caller's deadline or cancellation ended the call, whatever the socket said.
 		return ctx.Err()
 	case isUnavailable(err):
+		if b.cluster != nil { // a master may have failed over: look again (lazily)
+			b.cluster.ReloadState(ctx)
+			b.blocking.(*redis.ClusterClient).ReloadState(ctx)
+		}
 		return &unavailableError{addr: b.addr, err: err}
 	default:
 		return fmt.Errorf("redisbackend: %w", err)

@@ -881,9 +881,14 @@ func TestUIDWithSeparator(t *testing.T) {
 func BenchmarkUpdateCAS(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
 	be := newBackend(b, Options{URL: srv.URL()})
+	benchUpdates(b, be, 16)
+}
+
+// benchUpdates measures compare-and-swap updates of 512-byte objects by concurrent writers,
+// each on an object of its own.
+func benchUpdates(b *testing.B, be *Backend, writers int) {
 	ctx := context.Background()
 	value := []byte(strings.Repeat("x", 512))
-	const writers = 16
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	work := make(chan struct{}, 1024)

@@ -356,12 +356,19 @@ func testRVSemantics(t *testing.T, f Factory) {
 	_, err = c.List(ctxFor(t), &storagev1.ListRequest{Type: rt, ResourceVersion: "1000", ResourceVersionMatch: notOlder})
 	wantReason(t, err, storagev1.ErrorReason_TOO_LARGE_RESOURCE_VERSION, "not-older-than list of a future revision")
 	// A future revision that arrives during the wait is served.
+	late := make(chan error, 1)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		mustCreate(t, c, rt, obj("ns", "late", "v", nil))
+		_, err := c.Create(ctxFor(t), &storagev1.CreateRequest{Type: rt, Object: obj("ns", "late", "v", nil)})
+		late <- err
 	}()
 	if got := mustList(t, c, &storagev1.ListRequest{Type: rt, ResourceVersion: "4", ResourceVersionMatch: exact}); len(got.GetItems()) != 4 {
 		t.Fatalf("list at 4 after waiting: %d items", len(got.GetItems()))
+	}
+	// The list may be served before the create's reply arrives (the cache can see a write
+	// before its writer is acknowledged): wait for it, so it does not outlive the test.
+	if err := <-late; err != nil {
+		t.Fatalf("create ns/late: %v", err)
 	}
 	// After compaction: Exact of a compacted revision is expired; NotOlderThan still answers.
 	if _, err := c.Compact(ctxFor(t), &storagev1.CompactRequest{Type: rt, Revision: 3}); err != nil {

@@ -18,11 +18,12 @@ import (
 
 // harness runs the storage service in this process, on a real TCP socket, over a real backend.
 type harness struct {
-	t      *testing.T
-	cfg    server.Config
-	srv    *server.Server
-	client *storage.Client
-	redis  *redistest.Server
+	t       *testing.T
+	cfg     server.Config
+	srv     *server.Server
+	client  *storage.Client
+	redis   *redistest.Server
+	cluster *redistest.Cluster
 }
 
 func testLogger() *slog.Logger {
@@ -71,8 +72,31 @@ func (h *harness) CrashBackend(t *testing.T) {
 		}
 		return
 	}
+	if h.cluster != nil {
+		crashCluster(t, h.cluster)
+		return
+	}
 	h.stop(false)
 	h.start()
+}
+
+// crashCluster kills every node of the cluster at once and starts them again (each with its AOF
+// and nodes.conf), then waits until the cluster is healthy.
+func crashCluster(t *testing.T, c *redistest.Cluster) {
+	t.Helper()
+	for _, n := range c.Nodes {
+		if err := n.Stop(true); err != nil {
+			t.Fatalf("kill redis node: %v", err)
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := n.Start(); err != nil {
+			t.Fatalf("restart redis node: %v", err)
+		}
+	}
+	if err := c.WaitHealthy(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newHarness(t *testing.T, cfg server.Config, tweak func(*server.Config), rs *redistest.Server) *harness {
@@ -101,5 +125,30 @@ func TestConformanceRedis(t *testing.T) {
 		cfg.Backend = "redis"
 		cfg.RedisURL = rs.URL()
 		return newHarness(t, cfg, tweak, rs)
+	})
+}
+
+// TestConformanceRedisCluster runs the suite against a Redis Cluster of 3 masters with a
+// replica each (writes wait for the replica: --redis-wait-replicas defaults to 1 in cluster
+// mode). One cluster serves every case, to keep the run short: each case uses types of its own,
+// which hash to slots spread over the masters.
+func TestConformanceRedisCluster(t *testing.T) {
+	// No case fails a node over: Redis's default node timeout keeps a loaded machine from
+	// failing one over on its own.
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{AppendFsync: "always", NodeTimeout: 15 * time.Second})
+	conformance.Run(t, func(t *testing.T, tweak func(*server.Config)) conformance.Harness {
+		cfg := conformance.TestConfig()
+		cfg.Backend = "redis"
+		cfg.RedisMode = "cluster"
+		cfg.RedisURL = rc.URL()
+		cfg.RedisClusterAddrs = rc.Addrs()[1:]
+		cfg.RedisWaitTimeout = 2 * time.Second // slow replicas on a loaded machine are not the subject
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		h := &harness{t: t, cfg: cfg, cluster: rc}
+		h.start()
+		t.Cleanup(func() { h.stop(true) })
+		return h
 	})
 }

@@ -14,11 +14,8 @@ package compose
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,151 +31,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"platform.io/libs/pki"
-	"platform.io/test/stack"
 )
 
-// imageTag is the tag this test builds and runs (`make images VERSION=...` also moves :latest).
-const imageTag = "compose-test"
-
-// grpcServices are the services with a gRPC API behind mutual TLS, and their ports.
-var grpcServices = map[string]int{"storage": 7001, "authn": 7002, "authz": 7003, "admission": 7004, "certificates": 7005, "controllers": 7006}
-
-// project is one compose project of the test.
-type project struct {
-	t       *testing.T
-	root    string
-	compose []string // the compose command: docker compose, or docker-compose
-	name    string
-	env     []string
-	outDir  string
-}
-
-// run runs a compose subcommand for the project, bounded by timeout, and returns its combined
-// output.
-func (p *project) run(timeout time.Duration, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	full := append(append(append([]string(nil), p.compose[1:]...), "-f", filepath.Join(p.root, "compose.yaml"), "-p", p.name), args...)
-	cmd := exec.CommandContext(ctx, p.compose[0], full...)
-	cmd.Dir = p.root
-	cmd.Env = p.env
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%s %s: timed out after %v", strings.Join(p.compose, " "), strings.Join(args, " "), timeout)
-	}
-	return string(out), err
-}
-
-// docker runs docker with args, bounded by timeout.
-func docker(timeout time.Duration, args ...string) (string, int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "docker", args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return out.String(), exit.ExitCode(), nil
-	}
-	if ctx.Err() != nil {
-		return out.String(), -1, fmt.Errorf("docker %s: timed out after %v", strings.Join(args, " "), timeout)
-	}
-	return out.String(), 0, err
-}
-
-// composeCommand finds Compose: the v2 plugin, else v1's docker-compose. No Docker or no
-// Compose fails the test: the container deployment is part of what CI checks.
-func composeCommand(t *testing.T) []string {
-	t.Helper()
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Fatal("docker is not installed: the compose test needs a Docker engine with Compose (it does not skip)")
-	}
-	if out, code, err := docker(30*time.Second, "info", "--format", "{{.ServerVersion}}"); err != nil || code != 0 {
-		t.Fatalf("the Docker engine does not answer (docker info: exit %d, %v): %s", code, err, out)
-	}
-	if _, code, err := docker(30*time.Second, "compose", "version"); err == nil && code == 0 {
-		return []string{"docker", "compose"}
-	}
-	if path, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{path}
-	}
-	t.Fatal("neither `docker compose` (v2) nor docker-compose (v1) is installed")
-	return nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func randomSuffix(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 func TestCompose(t *testing.T) {
-	compose := composeCommand(t)
-	root := stack.RepoRoot()
-
-	// The images: Platform's own are rebuilt (the go build is incremental), redis:7 only when absent.
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	mk := exec.CommandContext(ctx, "make", "images", "VERSION="+imageTag)
-	mk.Dir = root
-	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("make images: %v\n%s", err, out)
-	} else {
-		t.Logf("make images: %v\n%s", time.Since(start).Round(100*time.Millisecond), strings.TrimSpace(string(out)))
-	}
-
-	port := freePort(t)
-	p := &project{t: t, root: root, compose: compose, name: "platformtest" + randomSuffix(t), outDir: t.TempDir()}
-	p.env = append(os.Environ(), "PLATFORM_VERSION="+imageTag, "PLATFORM_PORT="+strconv.Itoa(port), "PLATFORM_COMPOSE_DIR="+p.outDir,
-		"PLATFORM_OTLP_ENDPOINT=", "COMPOSE_PROFILES=")
-	t.Cleanup(func() {
-		if t.Failed() {
-			if out, err := p.run(time.Minute, "logs", "--no-color", "--tail", "40"); err == nil {
-				t.Logf("logs of %s:\n%s", p.name, out)
-			}
-		}
-		if out, err := p.run(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-			t.Errorf("compose down -v: %v\n%s", err, out)
-		}
-	})
-
-	start = time.Now()
-	up := func() {
-		t.Helper()
-		if out, err := p.run(5*time.Minute, "up", "-d"); err != nil {
-			t.Fatalf("compose up -d: %v\n%s", err, out)
-		}
-		// Compose v1 has no `up --wait`: the same script as `make up` waits for the health checks.
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		wait := exec.CommandContext(ctx, filepath.Join(root, "build", "compose-wait.sh"), p.name, "180")
-		if out, err := wait.CombinedOutput(); err != nil {
-			t.Fatalf("the stack did not become ready: %v\n%s", err, out)
-		}
-	}
-	up()
-	t.Logf("compose up until every container is healthy: %v", time.Since(start).Round(100*time.Millisecond))
-
-	kubeconfig := filepath.Join(p.outDir, "admin.kubeconfig")
+	p := startProject(t, "platformtest")
+	kubeconfig := p.kubeconfig()
 	caBefore, err := os.ReadFile(filepath.Join(p.outDir, "ca.crt"))
 	if err != nil {
 		t.Fatalf("the certs init container wrote no ca.crt next to the kubeconfig: %v", err)
@@ -187,25 +47,20 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatalf("admin.kubeconfig: %v", err)
-	}
-	if want := "https://127.0.0.1:" + strconv.Itoa(port); cfg.Host != want {
-		t.Fatalf("admin.kubeconfig names %s, want %s", cfg.Host, want)
-	}
+	cfg := p.restConfig()
 
-	start = time.Now()
+	start := time.Now()
 	t.Run("images", func(t *testing.T) { checkImages(t) })
 	t.Run("kubectl", func(t *testing.T) { checkKubectl(t, kubeconfig) })
 	t.Run("client-go", func(t *testing.T) { checkClientGo(t, cfg) })
+	t.Run("admission-webhook", func(t *testing.T) { checkWebhook(t, p, cfg) })
 	t.Run("mutual-tls", func(t *testing.T) { checkMutualTLS(t, p) })
 	t.Logf("checks through the stack: %v", time.Since(start).Round(100*time.Millisecond))
 
 	// A second `up` reruns the certs container, which keeps the valid PKI: same CA, and the
 	// running services (whose certificates did not change) stay ready.
 	start = time.Now()
-	up()
+	p.up()
 	// admin.kubeconfig embeds the CA and the admin certificate: unchanged means both were kept.
 	for path, before := range map[string][]byte{filepath.Join(p.outDir, "ca.crt"): caBefore, kubeconfig: kubeconfigBefore} {
 		if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {

@@ -122,9 +122,9 @@ Secret of its Certificate (tls.crt, tls.key).
 {{- range .files }}
 {{- if eq $root.Values.pki.mode "certManager" }}
 {{- $secret := "" -}}{{- $key := "" -}}
-{{- if eq . "ca.crt" }}{{ $secret = include "platform.certManagerCASecret" $root }}{{ $key = "tls.crt" }}
-{{- else if eq . "ca.key" }}{{ $secret = include "platform.certManagerCASecret" $root }}{{ $key = "tls.key" }}
-{{- else if eq . "sa.key" }}{{ $secret = printf "%s-service-account-key" $fn }}{{ $key = "tls.key" }}
+{{- if eq . "ca.crt" -}}{{- $secret = include "platform.certManagerCASecret" $root -}}{{- $key = "tls.crt" -}}
+{{- else if eq . "ca.key" -}}{{- $secret = include "platform.certManagerCASecret" $root -}}{{- $key = "tls.key" -}}
+{{- else if eq . "sa.key" -}}{{- $secret = printf "%s-service-account-key" $fn -}}{{- $key = "tls.key" -}}
 {{- else }}
 {{- $base := trimSuffix ".key" (trimSuffix ".crt" .) -}}
 {{- $secret = printf "%s-%s-tls" $fn $base -}}

@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"crypto/tls"
-	"encoding/base64"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -22,7 +22,8 @@ import (
 )
 
 // TestAggregatedAPI registers a real extension API server (test/extapiserver) through an
-// APIService and uses it through kubectl: discovery shows its group, get and watch go through the
+// APIService and uses it through kubectl: discovery and OpenAPI (create with validation, explain)
+// show its group, get, patch and watch go through the
 // gateway with the user in the front-proxy headers, authorization happens in the gateway, and the
 // APIService goes unavailable (503 for requests) while the server is down. Both the split stack
 // and the all-in-one.
@@ -128,7 +129,11 @@ spec:
 	flunder := func(name string) string {
 		return fmt.Sprintf("apiVersion: %s\nkind: Flunder\nmetadata:\n  name: %s\n", extapiserver.GroupVersion, name)
 	}
-	k.ok(flunder("alpha"), "create", "--validate=false", "-f", "-")
+	// kubectl validates against the extension server's OpenAPI, found through the gateway's root.
+	k.ok(flunder("alpha"), "create", "-f", "-")
+	if out := k.ok("", "explain", "flunders.spec"); !strings.Contains(out, "reference") {
+		t.Fatalf("kubectl explain flunders.spec:\n%s", out)
+	}
 	if out := k.ok("", "get", "flunders"); !strings.Contains(out, "alpha") {
 		t.Fatalf("kubectl get flunders:\n%s", out)
 	}
@@ -137,8 +142,13 @@ spec:
 	}
 	w := k.background(90*time.Second, "get", "flunders", "--watch", "--output-watch-events")
 	w.waitLine(t, `ADDED\s+alpha`, 30*time.Second)
-	k.ok(flunder("beta"), "create", "--validate=false", "-f", "-")
+	k.ok(flunder("beta"), "create", "-f", "-")
 	w.waitLine(t, `ADDED\s+beta`, 30*time.Second)
+	k.ok("", "patch", "flunder", "beta", "--type=merge", "-p", `{"spec":{"reference":"alpha"}}`)
+	w.waitLine(t, `MODIFIED\s+beta`, 30*time.Second)
+	if out := k.ok("", "get", "flunder", "beta", "-o", "jsonpath={.spec.reference}"); out != "alpha" {
+		t.Fatalf("patched flunder: %q", out)
+	}
 
 	// The extension server saw the kubeconfig's user in the front-proxy headers, never its own
 	// credentials.

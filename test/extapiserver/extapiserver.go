@@ -1,6 +1,6 @@
 // Package extapiserver is a small extension API server for the aggregation tests: it serves
-// discovery for one group version (wardle.example.com/v1alpha1) and one namespaced resource,
-// flunders (get, list, watch, create, delete), over TLS. Like upstream's extension servers it
+// discovery and OpenAPI v3 for one group version (wardle.example.com/v1alpha1) and one
+// namespaced resource, flunders (get, list, watch, create, merge patch, delete), over TLS. Like upstream's extension servers it
 // trusts the identity in the front-proxy headers (X-Remote-User, X-Remote-Group,
 // X-Remote-Extra-*) only after verifying the caller's client certificate against its
 // requestheader CA (and, when set, its allowed names); other callers are answered 401.
@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -204,6 +206,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.users = append(s.users, *u)
 	s.mu.Unlock()
 	path := strings.TrimSuffix(r.URL.Path, "/")
+	if r.Method == http.MethodGet && serveOpenAPI(w, path) {
+		return
+	}
 	base := "/apis/" + GroupVersion
 	switch {
 	case path == "/apis/"+Group:
@@ -213,7 +218,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == base:
 		writeJSON(w, http.StatusOK, metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: GroupVersion,
 			APIResources: []metav1.APIResource{{Name: Resource, SingularName: "flunder", Namespaced: true, Kind: Kind, ShortNames: []string{"fl"},
-				Verbs: metav1.Verbs{"create", "delete", "get", "list", "watch"}}}})
+				Verbs: metav1.Verbs{"create", "delete", "get", "list", "patch", "watch"}}}})
 		return
 	}
 	rest, ok := strings.CutPrefix(path, base+"/")
@@ -246,6 +251,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.create(w, r, namespace)
 	case r.Method == http.MethodDelete && name != "" && namespace != "":
 		s.remove(w, namespace, name)
+	case r.Method == http.MethodPatch && name != "" && namespace != "":
+		s.patch(w, r, namespace, name)
 	default:
 		writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "the server does not allow this method on the requested resource")
 	}
@@ -333,6 +340,47 @@ func (s *Server) remove(w http.ResponseWriter, namespace, name string) {
 	obj.SetResourceVersion(strconv.FormatInt(s.rv, 10))
 	s.record("DELETED", obj)
 	writeJSON(w, http.StatusOK, obj.Object)
+}
+
+// patch applies a JSON merge patch to an object (its name, namespace and uid stay).
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, namespace, name string) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/merge-patch+json") {
+		writeStatus(w, http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json")
+		return
+	}
+	patch, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := namespace + "/" + name
+	cur := s.objects[key]
+	if cur == nil {
+		writeStatusDetails(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("%s.%s %q not found", Resource, Group, name), name)
+		return
+	}
+	doc, _ := json.Marshal(cur.Object)
+	patched, err := jsonpatch.MergePatch(doc, patch)
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "the patch is malformed: "+err.Error())
+		return
+	}
+	next := &unstructured.Unstructured{}
+	if err := json.Unmarshal(patched, &next.Object); err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	s.rv++
+	next.SetName(cur.GetName())
+	next.SetNamespace(namespace)
+	next.SetUID(cur.GetUID())
+	next.SetCreationTimestamp(cur.GetCreationTimestamp())
+	next.SetResourceVersion(strconv.FormatInt(s.rv, 10))
+	s.objects[key] = next
+	s.record("MODIFIED", next)
+	writeJSON(w, http.StatusOK, next.Object)
 }
 
 // record appends an event and wakes the watches (mu held).

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,6 +174,9 @@ func (ag *Aggregator) APIServices() map[string]*apiregistration.APIService {
 // servers and everything else to next.
 func (ag *Aggregator) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, openAPIPrefix) && ag.serveOpenAPI(w, r, next) {
+			return
+		}
 		gv, ok := groupVersionOf(r.URL.Path)
 		if ok {
 			if rem := ag.current().remote[gv]; rem != nil {

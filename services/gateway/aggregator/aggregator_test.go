@@ -281,6 +281,8 @@ func (x *extServer) handle(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(300 * time.Millisecond):
 			fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"Thing","apiVersion":%q,"metadata":{"name":"second","namespace":"default","resourceVersion":"2"}}}`+"\n", gv)
 		}
+	case r.URL.Path == "/openapi/v3/apis/"+gv:
+		fmt.Fprintf(w, `{"openapi":"3.0.0","info":{"title":%q,"version":"v1"},"paths":{}}`, x.group)
 	case r.URL.Path == "/apis/"+gv+"/namespaces/default/things/first":
 		fmt.Fprintf(w, `{"kind":"Thing","apiVersion":%q,"metadata":{"name":"first","namespace":"default","resourceVersion":"1"}}`, gv)
 	default:
@@ -366,6 +368,16 @@ func TestRemoteAPIService(t *testing.T) {
 		t.Fatalf("resource list: %v", list)
 	}
 
+	// The OpenAPI root lists the group version; its document is the extension server's.
+	root := must(t, call(t, e.Admin, e, "GET", "/openapi/v3", nil), http.StatusOK)
+	entry, _ := field(root, "paths").(map[string]any)["apis/"+group+"/v1"].(map[string]any)
+	if entry["serverRelativeURL"] != "/openapi/v3/apis/"+group+"/v1" || field(root, "paths").(map[string]any)["apis/apps/v1"] == nil {
+		t.Fatalf("OpenAPI root: %v", root)
+	}
+	if doc := must(t, call(t, e.Admin, e, "GET", "/openapi/v3/apis/"+group+"/v1", nil), http.StatusOK); field(doc, "info.title") != group {
+		t.Fatalf("OpenAPI document: %v", doc)
+	}
+
 	// A request is proxied with the caller's identity (impersonated here, with extra values) in
 	// the front-proxy headers and without its own credentials.
 	before := len(x.headers())
@@ -420,6 +432,9 @@ func TestRemoteAPIService(t *testing.T) {
 	waitAvailable("False/FailedDiscoveryCheck")
 	if r := call(t, e.Admin, e, "GET", "/apis/"+group+"/v1/namespaces/default/things/first", nil); r.code != http.StatusServiceUnavailable || r.obj(t)["kind"] != "Status" {
 		t.Fatalf("stopped extension server: %d %s", r.code, r.body)
+	}
+	if root := must(t, call(t, e.Admin, e, "GET", "/openapi/v3", nil), http.StatusOK); field(root, "paths").(map[string]any)["apis/"+group+"/v1"] != nil {
+		t.Fatalf("the OpenAPI root lists an unavailable group version: %v", root)
 	}
 	x.restart(t, serving, proxyPool)
 	waitAvailable("True/Passed")

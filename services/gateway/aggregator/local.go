@@ -29,35 +29,35 @@ type priority struct{ group, version int32 }
 // builtinPriorities are upstream's priorities of its built-in group versions (kube-apiserver's
 // list), by upstream group name.
 var builtinPriorities = map[schema.GroupVersion]priority{
-	{Group: "", Version: "v1"}:                                   {18000, 1},
-	{Group: "apiregistration.k8s.io", Version: "v1"}:             {18000, 15},
-	{Group: "apps", Version: "v1"}:                               {17800, 15},
-	{Group: "events.k8s.io", Version: "v1"}:                      {17750, 15},
-	{Group: "authentication.k8s.io", Version: "v1"}:              {17700, 15},
-	{Group: "authentication.k8s.io", Version: "v1beta1"}:         {17700, 9},
-	{Group: "authentication.k8s.io", Version: "v1alpha1"}:        {17700, 1},
-	{Group: "authorization.k8s.io", Version: "v1"}:               {17600, 15},
-	{Group: "autoscaling", Version: "v1"}:                        {17500, 15},
-	{Group: "autoscaling", Version: "v2"}:                        {17500, 30},
-	{Group: "batch", Version: "v1"}:                              {17400, 15},
-	{Group: "certificates.k8s.io", Version: "v1"}:                {17300, 15},
-	{Group: "networking.k8s.io", Version: "v1"}:                  {17200, 15},
-	{Group: "policy", Version: "v1"}:                             {17100, 15},
-	{Group: "rbac.authorization.k8s.io", Version: "v1"}:          {17000, 15},
-	{Group: "storage.k8s.io", Version: "v1"}:                     {16800, 15},
-	{Group: "apiextensions.k8s.io", Version: "v1"}:               {16700, 15},
-	{Group: "admissionregistration.k8s.io", Version: "v1"}:       {16700, 15},
-	{Group: "scheduling.k8s.io", Version: "v1"}:                  {16600, 15},
-	{Group: "coordination.k8s.io", Version: "v1"}:                {16500, 15},
-	{Group: "node.k8s.io", Version: "v1"}:                        {16300, 15},
-	{Group: "discovery.k8s.io", Version: "v1"}:                   {16200, 15},
-	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1"}:       {16100, 21},
+	{Group: "", Version: "v1"}:                             {18000, 1},
+	{Group: "apiregistration.k8s.io", Version: "v1"}:       {18000, 15},
+	{Group: "apps", Version: "v1"}:                         {17800, 15},
+	{Group: "events.k8s.io", Version: "v1"}:                {17750, 15},
+	{Group: "authentication.k8s.io", Version: "v1"}:        {17700, 15},
+	{Group: "authentication.k8s.io", Version: "v1beta1"}:   {17700, 9},
+	{Group: "authentication.k8s.io", Version: "v1alpha1"}:  {17700, 1},
+	{Group: "authorization.k8s.io", Version: "v1"}:         {17600, 15},
+	{Group: "autoscaling", Version: "v1"}:                  {17500, 15},
+	{Group: "autoscaling", Version: "v2"}:                  {17500, 30},
+	{Group: "batch", Version: "v1"}:                        {17400, 15},
+	{Group: "certificates.k8s.io", Version: "v1"}:          {17300, 15},
+	{Group: "networking.k8s.io", Version: "v1"}:            {17200, 15},
+	{Group: "policy", Version: "v1"}:                       {17100, 15},
+	{Group: "rbac.authorization.k8s.io", Version: "v1"}:    {17000, 15},
+	{Group: "storage.k8s.io", Version: "v1"}:               {16800, 15},
+	{Group: "apiextensions.k8s.io", Version: "v1"}:         {16700, 15},
+	{Group: "admissionregistration.k8s.io", Version: "v1"}: {16700, 15},
+	{Group: "scheduling.k8s.io", Version: "v1"}:            {16600, 15},
+	{Group: "coordination.k8s.io", Version: "v1"}:          {16500, 15},
+	{Group: "node.k8s.io", Version: "v1"}:                  {16300, 15},
+	{Group: "discovery.k8s.io", Version: "v1"}:             {16200, 15},
+	{Group: "flowcontrol.apiserver.k8s.io", Version: "v1"}: {16100, 21},
 }
 
 // customPriority is what upstream gives the group versions of custom resources.
 var customPriority = priority{1000, 100}
 
-// upstreamPriorities are builtinPriorities under the groups' served names.
+// servedPriorities are builtinPriorities under the groups' served names.
 func servedPriorities() map[schema.GroupVersion]priority {
 	out := make(map[schema.GroupVersion]priority, len(builtinPriorities))
 	for gv, p := range builtinPriorities {

@@ -124,6 +124,11 @@ func (ag *Aggregator) newRemote(svc *apiregistration.APIService, key string) *re
 			case ag.recheck <- rem.name:
 			default:
 			}
+			if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+				// The gateway's --request-timeout, as for its own requests.
+				ag.cfg.API.WriteError(w, r, apierrors.NewTimeoutError("the request did not complete in time", 0))
+				return
+			}
 			ag.cfg.API.WriteError(w, r, apierrors.NewServiceUnavailable(fmt.Sprintf("error trying to reach service: %v", err)))
 		},
 		ErrorLog: nil,

@@ -235,7 +235,9 @@ func checkClientGo(t *testing.T, cfg *rest.Config) {
 
 // checkMutualTLS probes every gRPC service from inside the stack's network: with the service's
 // own certificate it answers; without a client certificate, or with one of another CA, the
-// handshake is refused.
+// handshake is refused. Then a real service started with client certificates of another CA (a
+// second gateway, which calls storage, authn, authz and admission) is refused by each of them,
+// and the gateway itself authenticates nobody with such a certificate.
 func checkMutualTLS(t *testing.T, p *project) {
 	foreign := t.TempDir()
 	ca, err := pki.NewCA("not-the-service-ca", time.Hour)
@@ -271,5 +273,78 @@ func checkMutualTLS(t *testing.T, p *project) {
 		if out, code := probe(svc, port, "--cert-file=/foreign/peer.crt", "--key-file=/foreign/peer.key"); code != 1 {
 			t.Errorf("%s with a certificate of another CA: exit %d, want 1 (refused): %s", svc, code, out)
 		}
+	}
+
+	// The gateway's HTTPS port: a client certificate of another CA is refused in the handshake
+	// (or, were it accepted there, would authenticate nobody: 401).
+	out, code, err := docker(time.Minute, "run", "--rm", "--network", network, "--user", "0:0", "-v", volume+":/pki:ro", "-v", foreign+":/foreign:ro",
+		"--entrypoint", "/usr/local/bin/gateway", "platform/gateway:"+imageTag, "--health-probe=https://gateway:6443/api/v1/namespaces",
+		"--ca-file=/pki/ca.crt", "--cert-file=/foreign/peer.crt", "--key-file=/foreign/peer.key", "--timeout=5s")
+	if err != nil || code != 1 || !(strings.Contains(out, "401") || strings.Contains(out, "tls: unknown certificate authority") || strings.Contains(out, "tls: bad certificate")) {
+		t.Errorf("the gateway with a client certificate of another CA: exit %d, %v: %s; want a TLS refusal or 401 Unauthorized", code, err, out)
+	}
+
+	// A second gateway whose client certificates come from another CA: storage, authn, authz and
+	// admission each refuse it, so its readiness checks of them fail with a TLS refusal.
+	gc, gk, err := ca.IssuePeer("gateway", []string{"gateway", "localhost", "127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.WritePair(filepath.Join(foreign, "gateway.crt"), filepath.Join(foreign, "gateway.key"), gc, gk); err != nil {
+		t.Fatal(err)
+	}
+	impostor := p.name + "-impostor"
+	args := []string{"run", "-d", "--name", impostor, "--network", network, "--user", "0:0", "-v", volume + ":/pki:ro", "-v", foreign + ":/foreign:ro",
+		"platform/gateway:" + imageTag, "--bind-address=0.0.0.0", "--secure-port=6443",
+		"--tls-cert-file=/pki/gateway-serving.crt", "--tls-private-key-file=/pki/gateway-serving.key", "--client-ca-file=/pki/ca.crt"}
+	for svc, flag := range map[string]string{"storage:7001": "storage", "authn:7002": "authn", "authz:7003": "authz", "admission:7004": "admission"} {
+		args = append(args, "--"+flag+"-address="+svc, "--"+flag+"-ca-file=/pki/ca.crt", "--"+flag+"-cert-file=/foreign/gateway.crt", "--"+flag+"-key-file=/foreign/gateway.key")
+	}
+	mustDocker(t, time.Minute, args...)
+	defer func() { _, _, _ = docker(time.Minute, "rm", "-f", impostor) }()
+	// Its /readyz asks each of them (and logs why a check failed); it is never ready.
+	readyz := func() (string, int, error) {
+		return docker(time.Minute, "exec", impostor, "/usr/local/bin/gateway", "--health-probe=https://127.0.0.1:6443/readyz?verbose",
+			"--ca-file=/pki/ca.crt", "--cert-file=/pki/gateway.crt", "--key-file=/pki/gateway.key", "--timeout=10s")
+	}
+	checks := map[string]string{"storage": "", "authentication": "", "authorization": "", "admission": ""}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if out, code, err := readyz(); err != nil || code == 0 {
+			t.Errorf("the readiness of a gateway with client certificates of another CA: exit %d, %v: %s; want not ready", code, err, out)
+		}
+		logs, _, _ := docker(30*time.Second, "logs", impostor)
+		for _, line := range strings.Split(logs, "\n") {
+			for check := range checks {
+				if checks[check] == "" && strings.Contains(line, `"check":"`+check+`"`) && strings.Contains(line, "tls:") {
+					checks[check] = line
+				}
+			}
+		}
+		var missing []string
+		for check, line := range checks {
+			if line == "" {
+				missing = append(missing, check)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("a gateway with client certificates of another CA: no TLS refusal from %v within 60s; its log:\n%s", missing, logs)
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	for check, line := range checks {
+		if line != "" {
+			t.Logf("%s refuses the impostor: %s", check, line)
+		}
+	}
+	out, code, err = readyz()
+	if err != nil || code != 1 {
+		t.Errorf("the readiness of a gateway with client certificates of another CA: exit %d, %v: %s; want 1 (not ready)", code, err, out)
+	} else {
+		t.Logf("its /readyz: %s", strings.TrimSpace(out))
 	}
 }

@@ -370,3 +370,107 @@ func TestRedisClusterReshardKeepsWatches(t *testing.T) {
 	w.finish()
 	checkHistory(t, c, rt, w, f)
 }
+
+// TestRedisClusterWatchersNeverSeeLostWrites cuts a type's master off from its replica (the
+// replica hangs, the master drops its link), writes to it (the writes commit on the master but
+// cannot be acknowledged), then kills the master: its replica is promoted without those writes
+// and gives their revisions to new ones. No watcher or list may have shown the lost writes, and
+// the watch, resuming as clients do, sees the new history without a gap or a duplicate.
+func TestRedisClusterWatchersNeverSeeLostWrites(t *testing.T) {
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: 2 * time.Second})
+	h := startOnCluster(t, rc, nil)
+	c := h.Client()
+	rt := &storagev1.ResourceType{Group: "lost.platform.io", Resource: "widgets"}
+	f := follow(t, c, rt, 0)
+	w := &writer{acked: map[string]int64{}, errs: map[string]int{}}
+	create := func(name string, timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		resp, err := c.Create(ctx, &storagev1.CreateRequest{Type: rt, Object: &storagev1.Object{Namespace: "ns", Name: name, Value: []byte(name)}})
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err != nil {
+			w.failed = append(w.failed, name)
+			w.errs[storage.ReasonOf(err).String()]++
+			return err
+		}
+		w.acked[name] = resp.GetObject().GetResourceVersion()
+		return nil
+	}
+	for i := range 10 {
+		if err := create(fmt.Sprintf("before%02d", i), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitFor(t, 10)
+	master, err := rc.MasterOf(slotOf(t, rc, rt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := rc.ReplicaOf(master.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Node(replica.Addr).Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Command(master.Addr, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := create(fmt.Sprintf("lost%02d", i), 10*time.Second); err == nil {
+				t.Errorf("lost%02d was acknowledged while the master had no replica", i)
+			}
+		}()
+	}
+	// The master holds the writes now; nothing may show them.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		list, err := c.List(context.Background(), &storagev1.ListRequest{Type: rt, ResourceVersion: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list.GetResourceVersion() != 10 || len(list.GetItems()) != 10 {
+			t.Fatalf("the cache shows revision %d with %d objects before any replica has them", list.GetResourceVersion(), len(list.GetItems()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := rc.Kill(master.Addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Node(replica.Addr).Resume(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := rc.WaitPromoted(replica.Addr, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Node(master.Addr).Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.WaitHealthy(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// New writes take the lost revisions.
+	for i := range 10 {
+		name := fmt.Sprintf("after%02d", i)
+		for deadline := time.Now().Add(30 * time.Second); create(name, 5*time.Second) != nil; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no write succeeds after the failover (errors %v)", name, w.errs)
+			}
+			name += "x"
+		}
+	}
+	checkHistory(t, c, rt, w, f)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ev := range f.events {
+		if strings.HasPrefix(ev.GetObject().GetName(), "lost") {
+			t.Fatalf("the watch showed %s@%d, a write the failover lost", ev.GetObject().GetName(), ev.GetResourceVersion())
+		}
+	}
+}

@@ -21,8 +21,20 @@ package redisbackend
 // (it did not run either), and returns anything else, a broken connection included, to the
 // caller as it is.
 //
-// Read and Snapshot are read-only scripts in cluster mode (readScript, snapshotScript): one
-// command each, which the cluster client redirects on its own during a slot migration.
+// Read and Snapshot are scripts in cluster mode (readScript, snapshotScript): one command
+// each, which the cluster client redirects on its own during a slot migration.
+//
+// # Replicated reads
+//
+// With WaitReplicas, the log readers show nothing that the replicas do not have: Read and
+// Snapshot run on the slot's master and, when they return changes, end with a write to the
+// type's readmark key and a WAIT on the same connection (confirmedRun); XREAD BLOCK only wakes
+// the reader, which then reads again that way. So a write reaches watchers and lists only once
+// a replica, the one a failover would promote, has it, and a master crash cannot take back a
+// change that a watcher saw (and give its revision to another). The price is one round trip
+// and one small replicated write per read that finds changes, and while a master has no live
+// replica its types' caches stand still: watches and "0" reads keep what they had, consistent
+// reads fail UNAVAILABLE, as writes do.
 //
 // # Acknowledged writes and failover
 //
@@ -32,16 +44,6 @@ package redisbackend
 // connection and acknowledged only once that many replicas have it; otherwise it fails as
 // unavailable with an unknown outcome (it is committed on the master and may survive). A
 // coordinated failover (CLUSTER FAILOVER) loses nothing either way.
-//
-// What is not covered: the log readers read the masters, so a write that its master committed
-// but never replicated (a master cut off from its replica, or killed between the two socket
-// writes) can reach watchers before the failover loses it; such a write was never acknowledged
-// (its WAIT failed), and the promoted replica gives its revision to another write. The cache
-// notices that the history diverged (cache decision 16), reloads and ends the type's watches,
-// but a client that saw the lost revision and resumes from it misses the write that reused it.
-// Reading the logs from replicas would close this, at the price of handling replicas that serve
-// stale data while they resynchronise and keys half migrated during resharding (replicas know
-// nothing of ASK); it is not done.
 
 import (
 	"context"
@@ -122,30 +124,49 @@ func openCluster(ro *redis.Options, opts Options) (*Backend, error) {
 // mishandle commands redirected during a slot migration (the race detector caught two node
 // goroutines filling in one command), and a single command is redirected by its own loop.
 //
-//	KEYS: rev, compacted, log
+//	KEYS: rev, compacted, log[, readmark]
 //	ARGV: the first entry ID, the most entries
 //
-// It returns {rev, compacted, entries} ("0" for a missing counter).
+// It returns {rev, compacted, entries} ("0" for a missing counter). Given readmark, and
+// entries to return, it increments readmark: a write after the read on the same connection, so
+// that a WAIT that follows covers everything the read saw (see confirmedRun).
 var readScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]) or '0', redis.call('GET', KEYS[2]) or '0',
+local r = {redis.call('GET', KEYS[1]) or '0', redis.call('GET', KEYS[2]) or '0',
   redis.call('XRANGE', KEYS[3], ARGV[1], '+', 'COUNT', ARGV[2])}
+if KEYS[4] and #r[3] > 0 then
+  redis.call('INCR', KEYS[4])
+end
+return r
 `)
 
 // snapshotScript is Snapshot in cluster mode, as one command, for the same reason (and the
 // cluster client's MULTI/EXEC is no simpler).
 //
-//	KEYS: rev, compacted, objs, log
+//	KEYS: rev, compacted, objs, log[, readmark]
 //
-// It returns {rev, compacted, HGETALL of objs, every log entry}.
+// It returns {rev, compacted, HGETALL of objs, every log entry}; given readmark, it increments
+// it when the revision is not 0, as readScript does.
 var snapshotScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]) or '0', redis.call('GET', KEYS[2]) or '0',
+local r = {redis.call('GET', KEYS[1]) or '0', redis.call('GET', KEYS[2]) or '0',
   redis.call('HGETALL', KEYS[3]), redis.call('XRANGE', KEYS[4], '-', '+')}
+if KEYS[5] and r[1] ~= '0' then
+  redis.call('INCR', KEYS[5])
+end
+return r
 `)
 
 // clusterRead is the first step of Read in cluster mode: the type's counters and up to max log
 // entries from first, in one command.
 func (b *Backend) clusterRead(ctx context.Context, k *typeKeys, first string, max int) (current, compacted int64, msgs []redis.XMessage, err error) {
-	res, err := readScript.RunRO(ctx, b.client, []string{k.rev, k.compacted, k.log}, first, max).Slice()
+	var res []any
+	if b.confirmReads() {
+		res, err = b.confirmedRun(ctx, k, readScript, k.readKeys, []any{first, max}, func(res []any) bool {
+			entries, _ := res[2].([]any)
+			return len(entries) > 0
+		})
+	} else {
+		res, err = readScript.RunRO(ctx, b.client, k.readKeys[:3], first, max).Slice()
+	}
 	if err != nil {
 		return 0, 0, nil, b.wrap(ctx, err)
 	}
@@ -161,7 +182,15 @@ func (b *Backend) clusterRead(ctx context.Context, k *typeKeys, first string, ma
 
 // clusterSnapshot reads what Snapshot needs in one command.
 func (b *Backend) clusterSnapshot(ctx context.Context, k *typeKeys) (meta []any, objs map[string]string, msgs []redis.XMessage, err error) {
-	res, err := snapshotScript.RunRO(ctx, b.client, []string{k.rev, k.compacted, k.objs, k.log}).Slice()
+	var res []any
+	if b.confirmReads() {
+		res, err = b.confirmedRun(ctx, k, snapshotScript, k.snapshotKeys, nil, func(res []any) bool {
+			rev, _ := res[0].(string)
+			return rev != "0"
+		})
+	} else {
+		res, err = snapshotScript.RunRO(ctx, b.client, k.snapshotKeys[:4]).Slice()
+	}
 	if err != nil {
 		return nil, nil, nil, b.wrap(ctx, err)
 	}
@@ -228,6 +257,14 @@ func (b *Backend) runWrite(ctx context.Context, k *typeKeys, args ...any) ([]any
 
 // clusterWrite runs writeScript on the master of k's slot, following redirects.
 func (b *Backend) clusterWrite(ctx context.Context, k *typeKeys, args []any) ([]any, error) {
+	return b.onSlotMaster(ctx, k, func(c *redis.Client, asking bool) ([]any, error) {
+		return b.evalOn(ctx, c, asking, k, args)
+	})
+}
+
+// onSlotMaster runs fn with the client of the master of k's slot (asking: after ASKING),
+// following redirects and retrying what Redis refused to run; fn's other errors end it.
+func (b *Backend) onSlotMaster(ctx context.Context, k *typeKeys, fn func(c *redis.Client, asking bool) ([]any, error)) ([]any, error) {
 	c, err := b.cluster.MasterForKey(ctx, k.rev)
 	if err != nil {
 		return nil, err
@@ -235,7 +272,7 @@ func (b *Backend) clusterWrite(ctx context.Context, k *typeKeys, args []any) ([]
 	asking := false
 	backoff := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		res, err := b.evalOn(ctx, c, asking, k, args)
+		res, err := fn(c, asking)
 		asking = false
 		if err == nil || ctx.Err() != nil {
 			return res, err
@@ -294,6 +331,52 @@ func redirection(err error) (kind, addr string) {
 		return "RETRY", ""
 	}
 	return "", ""
+}
+
+// confirmReads reports whether the log readers confirm what they read (see "Replicated
+// reads" above): in cluster mode, when writes wait for replicas.
+func (b *Backend) confirmReads() bool { return b.cluster != nil && b.waitReplicas > 0 }
+
+// confirmedRun runs script on the master of k's slot and, when data(reply) says the reply
+// shows changes, waits (WAIT, on the same connection) until waitReplicas replicas have
+// everything the master had when the script ran: the script's last command is a write
+// (readmark), and WAIT waits for the connection's last write. A reply not confirmed in time
+// is an unavailable error, and the caller tries again later.
+func (b *Backend) confirmedRun(ctx context.Context, k *typeKeys, script *redis.Script, keys []string, args []any, data func([]any) bool) ([]any, error) {
+	return b.onSlotMaster(ctx, k, func(c *redis.Client, asking bool) ([]any, error) {
+		conn := c.Conn()
+		defer conn.Close()
+		run := func(sha bool) ([]any, error) {
+			var cmd *redis.Cmd
+			_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+				if asking {
+					_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
+				}
+				if sha {
+					cmd = script.EvalSha(ctx, p, keys, args...)
+				} else {
+					cmd = script.Eval(ctx, p, keys, args...)
+				}
+				return nil
+			})
+			return cmd.Slice()
+		}
+		res, err := run(true)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err = run(false)
+		}
+		if err != nil || len(res) < 3 || !data(res) {
+			return res, err
+		}
+		n, err := conn.Wait(ctx, b.waitReplicas, b.waitFor(ctx)).Result()
+		if err == nil && n < int64(b.waitReplicas) {
+			err = fmt.Errorf("%d of %d replicas have it", n, b.waitReplicas)
+		}
+		if err != nil {
+			return nil, &unavailableError{addr: c.Options().Addr, err: fmt.Errorf("what the log reader read is not replicated yet: %w", err)}
+		}
+		return res, nil
+	})
 }
 
 // evalOn runs writeScript on c (after ASKING when asking), followed on the same connection by

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,6 +193,15 @@ func TestClusterWaitKeepsAcknowledgedWritesWhenTheMasterDies(t *testing.T) {
 			if err := rc.WaitPromoted(replica.Addr, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
+			// The killed master comes back as the new master's replica (with WAIT, reads
+			// confirm what they show with a replica too).
+			if err := rc.Node(master.Addr).Start(); err != nil {
+				t.Fatal(err)
+			}
+			if err := rc.WaitHealthy(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			ctx = ctxT(t)
 			var snap *backend.Snapshot
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 				if snap, err = b.Snapshot(ctx, rt); err == nil || time.Now().After(deadline) {
@@ -217,13 +227,6 @@ func TestClusterWaitKeepsAcknowledgedWritesWhenTheMasterDies(t *testing.T) {
 				t.Errorf("WAIT %d: %d acknowledged writes lost", wait, lost)
 			case wait == 0 && lost == 0:
 				t.Errorf("without WAIT no acknowledged write was lost: the test no longer cuts the replica off")
-			}
-			// The killed master comes back as the new master's replica, for the next case.
-			if err := rc.Node(master.Addr).Start(); err != nil {
-				t.Fatal(err)
-			}
-			if err := rc.WaitHealthy(30 * time.Second); err != nil {
-				t.Fatal(err)
 			}
 		})
 	}
@@ -260,6 +263,33 @@ func BenchmarkStandaloneUpdateCAS(b *testing.B) {
 				b.Fatal(err)
 			}
 			benchUpdates(b, be, writers)
+		})
+	}
+}
+
+var benchTypes atomic.Int64
+
+// BenchmarkClusterRead measures a log reader's Read of 100 retained changes, without and with
+// the replica confirmation that WAIT mode adds (a readmark write and a WAIT per read).
+func BenchmarkClusterRead(b *testing.B) {
+	rc := redistest.StartCluster(b, redistest.ClusterOptions{})
+	for _, wait := range []int{0, 1} {
+		b.Run(fmt.Sprintf("wait=%d", wait), func(b *testing.B) {
+			be := newClusterBackend(b, rc, wait)
+			ctx := context.Background()
+			rt := &storagev1.ResourceType{Group: "bench.platform.io", Resource: fmt.Sprintf("reads%d", benchTypes.Add(1))}
+			for i := range 100 {
+				if _, err := be.Create(ctx, rt, object("ns", fmt.Sprint(i), "v", "")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if evs, err := be.Read(ctx, rt, 0, 100); err != nil || len(evs) != 100 {
+					b.Fatalf("read: %d events, %v", len(evs), err)
+				}
+			}
 		})
 	}
 }

@@ -9,6 +9,8 @@
 //	<prefix>:{<TypeName>}:compacted  string: the compacted revision (absent = 0)
 //	<prefix>:{<TypeName>}:objs       hash: backend.Key(ns, name) -> stored value of the live object
 //	<prefix>:{<TypeName>}:log        stream: one entry per revision, entry ID "<revision>-0"
+//	<prefix>:{<TypeName>}:readmark   string: a counter the log readers write to in cluster mode
+//	                                 (see "Replicated reads" in cluster.go)
 //	<prefix>:continue-secret         string: the 32-byte continue-token key shared by replicas
 //
 // <prefix> is naming.RedisKeyPrefix and <TypeName> is backend.TypeName ("<resource>.<group>", or
@@ -144,6 +146,8 @@ type typeID struct{ group, resource string }
 type typeKeys struct {
 	rev, compacted, objs, log string
 	writeKeys                 []string // rev, objs, log
+	readKeys                  []string // rev, compacted, log, readmark (cluster mode)
+	snapshotKeys              []string // rev, compacted, objs, log, readmark (cluster mode)
 	compactKeys               []string // rev, compacted, log
 	metaKeys                  []string // rev, compacted
 }
@@ -263,6 +267,8 @@ func (b *Backend) keys(rt *storagev1.ResourceType) (*typeKeys, error) {
 	base := naming.RedisKeyPrefix + ":{" + backend.TypeName(rt) + "}:"
 	k = &typeKeys{rev: base + "rev", compacted: base + "compacted", objs: base + "objs", log: base + "log"}
 	k.writeKeys = []string{k.rev, k.objs, k.log}
+	k.readKeys = []string{k.rev, k.compacted, k.log, base + "readmark"}
+	k.snapshotKeys = []string{k.rev, k.compacted, k.objs, k.log, base + "readmark"}
 	k.compactKeys = []string{k.rev, k.compacted, k.log}
 	k.metaKeys = []string{k.rev, k.compacted}
 	b.mu.Lock()
@@ -622,6 +628,16 @@ func (b *Backend) wait(ctx context.Context, k *typeKeys, after int64, max int) (
 	}
 	if len(r.streams) == 0 || len(r.streams[0].Messages) == 0 {
 		return []backend.Event{}, nil
+	}
+	if b.confirmReads() {
+		// The XREAD only woke the reader: read again, confirmed (cluster.go, "Replicated reads").
+		cctx, cancel := context.WithTimeout(rctx, b.waitTimeout+time.Second)
+		defer cancel()
+		_, _, msgs, err := b.clusterRead(cctx, k, strconv.FormatInt(after+1, 10)+"-0", max)
+		if err != nil || len(msgs) == 0 {
+			return []backend.Event{}, err
+		}
+		return denseEvents(after, msgs)
 	}
 	return denseEvents(after, r.streams[0].Messages)
 }

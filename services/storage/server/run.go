@@ -64,7 +64,14 @@ func OpenBackend(ctx context.Context, cfg Config, log *slog.Logger) (backend.Bac
 			opts.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		}
 		redisbackend.RouteClientLogs(log)
-		return redisbackend.New(ctx, opts)
+		be, err := redisbackend.New(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		if err := be.CheckReplicas(ctx); err != nil {
+			log.Warn("redis cluster cannot acknowledge writes to some slots", "err", err)
+		}
+		return be, nil
 	}
 	return nil, fmt.Errorf("--backend: unknown backend %q", cfg.Backend)
 }

@@ -244,6 +244,30 @@ func scriptEntries(v any) ([]redis.XMessage, error) {
 	return msgs, nil
 }
 
+// CheckReplicas reports the slots whose master has fewer live replicas than writes wait for
+// (WaitReplicas): their types take no writes until it has them. Nil outside cluster mode or
+// without WaitReplicas.
+func (b *Backend) CheckReplicas(ctx context.Context) error {
+	if b.cluster == nil || b.waitReplicas == 0 {
+		return nil
+	}
+	slots, err := b.cluster.ClusterSlots(ctx).Result()
+	if err != nil {
+		return b.wrap(ctx, err)
+	}
+	var short []string
+	for _, s := range slots {
+		if n := len(s.Nodes) - 1; n < b.waitReplicas && len(s.Nodes) > 0 {
+			short = append(short, fmt.Sprintf("%d-%d on %s (%d)", s.Start, s.End, s.Nodes[0].Addr, n))
+		}
+	}
+	if len(short) > 0 {
+		return fmt.Errorf("redisbackend: writes wait for %d replicas, and these slots' masters have fewer live ones, so their types take no writes until they do: %s",
+			b.waitReplicas, strings.Join(short, ", "))
+	}
+	return nil
+}
+
 // runWrite runs writeScript for k with args and returns its reply.
 func (b *Backend) runWrite(ctx context.Context, k *typeKeys, args ...any) ([]any, error) {
 	switch {

@@ -3,6 +3,7 @@ package redisbackend
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,6 +131,22 @@ func TestClusterEveryOperationAcrossMasters(t *testing.T) {
 	}
 	if err := b.Ping(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := b.CheckReplicas(ctx); err != nil {
+		t.Fatalf("every master has a replica: %v", err)
+	}
+}
+
+// TestClusterCheckReplicas: masters without the replicas writes wait for are reported.
+func TestClusterCheckReplicas(t *testing.T) {
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{ReplicasPerMaster: -1})
+	ctx := ctxT(t)
+	err := newClusterBackend(t, rc, 1).CheckReplicas(ctx)
+	if err == nil || strings.Count(err.Error(), "(0)") != 3 {
+		t.Fatalf("3 masters without replicas, writes waiting for 1: %v", err)
+	}
+	if err := newClusterBackend(t, rc, 0).CheckReplicas(ctx); err != nil {
+		t.Fatalf("writes that do not wait: %v", err)
 	}
 }
 

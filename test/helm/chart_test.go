@@ -309,7 +309,7 @@ func TestInstall(t *testing.T) {
 
 	// The hook: `platform certs` with the Job's arguments, twice (the second keeps everything).
 	objs := render(t, ns, values)
-	secrets := runPKIHook(t, c, ns, objs)
+	secrets, _ := runPKIHook(t, c, ns, objs)
 	pkiData := secrets[release+"-platform-pki"]
 	for _, o := range objs {
 		podSpec, ok, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
@@ -448,8 +448,9 @@ func containerArgs(o *unstructured.Unstructured, container string) []string {
 
 // runPKIHook runs the rendered PKI Job's command (platform certs with the chart's arguments)
 // against the Platform API, as the Job would in a cluster, twice, and returns the Secrets it
-// wrote (name -> key -> value). The second run must keep everything.
-func runPKIHook(t *testing.T, c *client, ns string, objs []*unstructured.Unstructured) map[string]map[string]string {
+// wrote (name -> key -> value) and the directory of the first run (the files in pki/, the admin
+// kubeconfig in out/). The second run must keep everything.
+func runPKIHook(t *testing.T, c *client, ns string, objs []*unstructured.Unstructured) (map[string]map[string]string, string) {
 	t.Helper()
 	var job *unstructured.Unstructured
 	for _, o := range objs {
@@ -540,7 +541,7 @@ func runPKIHook(t *testing.T, c *client, ns string, objs []*unstructured.Unstruc
 	if again := get(t, c, ns, "v1", "Secret", release+"-platform-pki"); fmt.Sprint(again.Object["data"]) != fmt.Sprint(map[string]any(toAny(pki))) {
 		t.Error("the second run changed the PKI Secret")
 	}
-	return secrets
+	return secrets, dir
 }
 
 func toAny(m map[string]string) map[string]any {

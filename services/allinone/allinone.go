@@ -34,6 +34,10 @@ const (
 // AdminUser is the user of the admin kubeconfig; its group system:masters may do everything.
 const AdminUser = naming.Product + "-admin"
 
+// FrontProxyClient is the common name of the gateway's proxy client certificate (what extension
+// API servers list in --requestheader-allowed-names).
+const FrontProxyClient = "front-proxy-client"
+
 // config is the all-in-one's configuration: a data directory, the gateway's own flags (whose file
 // and address flags default to what the data directory holds), and the identity-method,
 // authorization-mode and controller flags of the services it runs in process.
@@ -163,6 +167,9 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	if gc.ClientCAFile == "" {
 		gc.ClientCAFile = files.caCert
 	}
+	if gc.ProxyClientCertFile == "" && gc.ProxyClientKeyFile == "" {
+		gc.ProxyClientCertFile, gc.ProxyClientKeyFile = files.proxyClientCert, files.proxyClientKey
+	}
 
 	ac := cfg.authn
 	ac.Listen = "unix://" + filepath.Join(dir, "authn.sock")
@@ -287,7 +294,10 @@ Stop it with Ctrl-C.
 // controllers' client certificate (issued on every start, never written).
 type credentialFiles struct {
 	caCert, caKey, servingCert, servingKey, kubeconfig, serviceAccountKey string
-	controllersCert, controllersKey, caPEM                                []byte
+	// frontProxyCA verifies the gateway's proxy client certificate (proxyClientCert) at
+	// extension API servers: their requestheader CA (upstream's front-proxy-ca).
+	frontProxyCA, proxyClientCert, proxyClientKey string
+	controllersCert, controllersKey, caPEM        []byte
 }
 
 // controllersConfig is the controllers' client configuration for the gateway at url.
@@ -307,6 +317,9 @@ func ensureCredentials(dir, bindAddress, url string) (credentialFiles, error) {
 		servingKey:        filepath.Join(pkiDir, "apiserver.key"),
 		kubeconfig:        filepath.Join(dir, "admin.kubeconfig"),
 		serviceAccountKey: filepath.Join(pkiDir, "sa.key"),
+		frontProxyCA:      filepath.Join(pkiDir, "front-proxy", "ca.crt"),
+		proxyClientCert:   filepath.Join(pkiDir, "front-proxy-client.crt"),
+		proxyClientKey:    filepath.Join(pkiDir, "front-proxy-client.key"),
 	}
 	ca, _, err := pki.EnsureCA(pkiDir, naming.Product+"-ca")
 	if err != nil {
@@ -333,6 +346,21 @@ func ensureCredentials(dir, bindAddress, url string) (credentialFiles, error) {
 			return f, err
 		}
 		if err := pki.WritePair(f.servingCert, f.servingKey, cert, key); err != nil {
+			return f, err
+		}
+	}
+	// The front proxy's CA and the gateway's proxy client certificate (the aggregation layer's
+	// identity at extension API servers), created once, as kubeadm does.
+	proxyCA, _, err := pki.EnsureCA(filepath.Dir(f.frontProxyCA), naming.Product+"-front-proxy-ca")
+	if err != nil {
+		return f, fmt.Errorf("front proxy CA: %w", err)
+	}
+	if _, err := os.Stat(f.proxyClientCert); os.IsNotExist(err) {
+		cert, key, err := proxyCA.IssueClient(FrontProxyClient, nil, certValidity)
+		if err != nil {
+			return f, err
+		}
+		if err := pki.WritePair(f.proxyClientCert, f.proxyClientKey, cert, key); err != nil {
 			return f, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,22 +35,36 @@ func TestAggregatedAPI(t *testing.T) {
 }
 
 func testAggregatedAPI(t *testing.T, mode stack.Mode) {
-	dir := t.TempDir()
-	// The front proxy's CA and the gateway's proxy client certificate (upstream's
-	// front-proxy-ca and front-proxy-client).
-	proxyCA, err := pki.NewCA("front-proxy-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
+	var s *stack.Stack
+	proxyPool := x509.NewCertPool()
+	if mode == stack.AllInOne {
+		// The all-in-one creates the front proxy's CA and its proxy client certificate in its data
+		// directory and uses them unless told otherwise.
+		s = startStack(t, stack.Options{Mode: mode})
+		caPEM, err := os.ReadFile(filepath.Join(s.Dir, "allinone", "pki", "front-proxy", "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxyPool.AppendCertsFromPEM(caPEM)
+	} else {
+		// The front proxy's CA and the gateway's proxy client certificate (upstream's
+		// front-proxy-ca and front-proxy-client), handed to the gateway by flag.
+		dir := t.TempDir()
+		proxyCA, err := pki.NewCA("front-proxy-ca", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxyCert, proxyKey, err := proxyCA.IssueClient("front-proxy-client", nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certFile, keyFile := filepath.Join(dir, "front-proxy-client.crt"), filepath.Join(dir, "front-proxy-client.key")
+		if err := pki.WritePair(certFile, keyFile, proxyCert, proxyKey); err != nil {
+			t.Fatal(err)
+		}
+		s = startStack(t, stack.Options{Mode: mode, GatewayArgs: []string{"--proxy-client-cert-file", certFile, "--proxy-client-key-file", keyFile}})
+		proxyPool.AppendCertsFromPEM(proxyCA.CertPEM)
 	}
-	proxyCert, proxyKey, err := proxyCA.IssueClient("front-proxy-client", nil, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, "front-proxy-client.crt"), filepath.Join(dir, "front-proxy-client.key")
-	if err := pki.WritePair(certFile, keyFile, proxyCert, proxyKey); err != nil {
-		t.Fatal(err)
-	}
-	s := startStack(t, stack.Options{Mode: mode, GatewayArgs: []string{"--proxy-client-cert-file", certFile, "--proxy-client-key-file", keyFile}})
 	dyn := dynamicClient(t, s)
 	ns := createNamespace(t, dyn, "agg-")
 
@@ -67,8 +82,6 @@ func testAggregatedAPI(t *testing.T, mode stack.Mode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxyPool := x509.NewCertPool()
-	proxyPool.AppendCertsFromPEM(proxyCA.CertPEM)
 	ext, err := extapiserver.Start(extapiserver.Config{Serving: serving, RequestHeaderCA: proxyPool, AllowedNames: []string{"front-proxy-client"}})
 	if err != nil {
 		t.Fatal(err)

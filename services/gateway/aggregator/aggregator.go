@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/services/gateway/aggregator/apiregistration"
@@ -49,6 +50,8 @@ type Config struct {
 	// CheckInterval is how often every remote APIService is checked (default 5s).
 	CheckInterval time.Duration
 	Logger        *slog.Logger
+	// Metrics registers aggregator_unavailable_apiservice and its _total (nil: not exported).
+	Metrics prometheus.Registerer
 }
 
 // Aggregator routes requests for remote group versions and keeps the APIServices' state.
@@ -57,6 +60,7 @@ type Aggregator struct {
 	store *apiserver.Aggregation
 	log   *slog.Logger
 	cert  *tls.Certificate
+	stats *metrics
 
 	// state is the current routing snapshot.
 	state atomic.Pointer[snapshot]
@@ -92,7 +96,7 @@ func New(cfg Config) (*Aggregator, error) {
 		cfg.RequestTimeout = time.Minute
 	}
 	ag := &Aggregator{
-		cfg: cfg, store: store, log: cfg.Logger, proxies: map[string]*remote{},
+		cfg: cfg, store: store, log: cfg.Logger, proxies: map[string]*remote{}, stats: newMetrics(cfg.Metrics),
 		changed: make(chan struct{}, 1), changedAvailability: make(chan struct{}, 1), recheck: make(chan string, 16),
 	}
 	if (cfg.ProxyClientCertFile == "") != (cfg.ProxyClientKeyFile == "") {

@@ -436,8 +436,29 @@ func TestRemoteAPIService(t *testing.T) {
 	if root := must(t, call(t, e.Admin, e, "GET", "/openapi/v3", nil), http.StatusOK); field(root, "paths").(map[string]any)["apis/"+group+"/v1"] != nil {
 		t.Fatalf("the OpenAPI root lists an unavailable group version: %v", root)
 	}
+	metric := func() string {
+		t.Helper()
+		r := call(t, e.Admin, e, "GET", "/metrics", nil)
+		var lines []string
+		for _, l := range strings.Split(string(r.body), "\n") {
+			if strings.HasPrefix(l, "aggregator_unavailable_apiservice") && strings.Contains(l, `"`+name+`"`) {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
+	if m := metric(); !strings.Contains(m, `aggregator_unavailable_apiservice{name="`+name+`"} 1`) ||
+		!strings.Contains(m, `aggregator_unavailable_apiservice_total{name="`+name+`",reason="FailedDiscoveryCheck"}`) {
+		t.Fatalf("metrics while unavailable:\n%s", m)
+	}
 	x.restart(t, serving, proxyPool)
 	waitAvailable("True/Passed")
+	eventually(t, 10*time.Second, "the gauge back at 0", func() error {
+		if m := metric(); !strings.Contains(m, `aggregator_unavailable_apiservice{name="`+name+`"} 0`) {
+			return fmt.Errorf("%s", m)
+		}
+		return nil
+	})
 
 	// A CA bundle that does not verify the server fails the discovery check; insecureSkipTLSVerify
 	// (without a bundle) passes it.

@@ -56,6 +56,7 @@ func (ag *Aggregator) runAvailability(ctx context.Context) {
 // checkAll checks every APIService (or only the one named), in parallel.
 func (ag *Aggregator) checkAll(ctx context.Context, only string) {
 	snap := ag.current()
+	ag.stats.forget(func(name string) bool { return snap.all[name] != nil })
 	var wg sync.WaitGroup
 	for name, svc := range snap.all {
 		if only != "" && name != only {
@@ -69,6 +70,7 @@ func (ag *Aggregator) checkAll(ctx context.Context, only string) {
 		go func() {
 			defer wg.Done()
 			cond := ag.check(ctx, svc, rem)
+			ag.stats.observe(name, cond.Status == apiregistration.ConditionTrue, svc.IsAvailable() || svc.Status.Condition(apiregistration.Available) == nil, cond.Reason)
 			next := svc.DeepCopy()
 			next.Status.SetCondition(cond)
 			if err := ag.store.UpdateStatus(ctx, svc, next, fieldManager); err != nil && ctx.Err() == nil &&

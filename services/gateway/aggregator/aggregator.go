@@ -71,6 +71,9 @@ type Aggregator struct {
 	// availability check of one APIService now (a proxied request failed to reach it).
 	changed, changedAvailability chan struct{}
 	recheck                      chan string
+	// synced is closed once the stored APIServices have been read (routing knows them).
+	synced     chan struct{}
+	syncedOnce sync.Once
 }
 
 // snapshot is one immutable view of the stored APIServices.
@@ -98,6 +101,7 @@ func New(cfg Config) (*Aggregator, error) {
 	ag := &Aggregator{
 		cfg: cfg, store: store, log: cfg.Logger, proxies: map[string]*remote{}, stats: newMetrics(cfg.Metrics),
 		changed: make(chan struct{}, 1), changedAvailability: make(chan struct{}, 1), recheck: make(chan string, 16),
+		synced: make(chan struct{}),
 	}
 	if (cfg.ProxyClientCertFile == "") != (cfg.ProxyClientKeyFile == "") {
 		return nil, fmt.Errorf("--proxy-client-cert-file and --proxy-client-key-file go together")
@@ -153,6 +157,7 @@ func (ag *Aggregator) update(all map[string]*apiregistration.APIService) {
 	ag.proxies = keep
 	ag.state.Store(next)
 	ag.mu.Unlock()
+	ag.syncedOnce.Do(func() { close(ag.synced) })
 	for _, c := range []chan struct{}{ag.changed, ag.changedAvailability} {
 		select {
 		case c <- struct{}{}:
@@ -162,6 +167,10 @@ func (ag *Aggregator) update(all map[string]*apiregistration.APIService) {
 }
 
 func (ag *Aggregator) current() *snapshot { return ag.state.Load() }
+
+// Synced is closed once the stored APIServices have been read and are routed (upstream's
+// apiservice-registration-controller post-start hook waits for the same).
+func (ag *Aggregator) Synced() <-chan struct{} { return ag.synced }
 
 // specKey identifies what a proxy is built from: the spec (service, CA bundle, TLS choice).
 func specKey(svc *apiregistration.APIService) string {

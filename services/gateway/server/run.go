@@ -257,6 +257,15 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	crdsSynced := s.health.AddPostStartHook("crd-informer-synced")
 	go api.RunCRDInformer(runCtx, cfg.EnableControllers)
 	if agg != nil {
+		// Requests for remote group versions are routed once the stored APIServices are read.
+		registered := s.health.AddPostStartHook("apiservice-registration-controller")
+		go func() {
+			select {
+			case <-agg.Synced():
+				registered()
+			case <-runCtx.Done():
+			}
+		}()
 		go agg.Run(runCtx)
 	}
 	go func() {

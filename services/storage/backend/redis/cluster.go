@@ -50,7 +50,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -244,25 +246,41 @@ func scriptEntries(v any) ([]redis.XMessage, error) {
 	return msgs, nil
 }
 
-// CheckReplicas reports the slots whose master has fewer live replicas than writes wait for
-// (WaitReplicas): their types take no writes until it has them. Nil outside cluster mode or
-// without WaitReplicas.
+// CheckReplicas reports the masters that have fewer replicas online than writes wait for
+// (WaitReplicas), as each master's INFO replication says: their types take no writes until
+// they have them. Nil outside cluster mode or without WaitReplicas.
 func (b *Backend) CheckReplicas(ctx context.Context) error {
 	if b.cluster == nil || b.waitReplicas == 0 {
 		return nil
 	}
-	slots, err := b.cluster.ClusterSlots(ctx).Result()
+	var (
+		mu    sync.Mutex
+		short []string
+	)
+	err := b.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		online := 0
+		for line := range strings.SplitSeq(info, "\n") {
+			if strings.HasPrefix(line, "slave") && strings.Contains(line, "state=online") {
+				online++
+			}
+		}
+		if online < b.waitReplicas {
+			mu.Lock()
+			short = append(short, fmt.Sprintf("%s (%d)", c.Options().Addr, online))
+			mu.Unlock()
+		}
+		return nil
+	})
 	if err != nil {
 		return b.wrap(ctx, err)
 	}
-	var short []string
-	for _, s := range slots {
-		if n := len(s.Nodes) - 1; n < b.waitReplicas && len(s.Nodes) > 0 {
-			short = append(short, fmt.Sprintf("%d-%d on %s (%d)", s.Start, s.End, s.Nodes[0].Addr, n))
-		}
-	}
 	if len(short) > 0 {
-		return fmt.Errorf("redisbackend: writes wait for %d replicas, and these slots' masters have fewer live ones, so their types take no writes until they do: %s",
+		slices.Sort(short)
+		return fmt.Errorf("redisbackend: writes wait for %d replicas, and these masters have fewer online, so their types take no writes until they do: %s",
 			b.waitReplicas, strings.Join(short, ", "))
 	}
 	return nil

@@ -62,3 +62,31 @@ func ServicePort(svc *corev1.Service, port int32) (corev1.ServicePort, bool) {
 func DNSName(namespace, name string) string {
 	return name + "." + namespace + ".svc"
 }
+
+// ErrNoEndpoints says that no ready address serves the Service's port.
+var ErrNoEndpoints = errors.New("no endpoints available for the service port")
+
+// EndpointAddress returns ip:port of one ready endpoint of svc's port (chosen by pick among the
+// candidates, for spreading the load), as upstream's endpoint routing does: the Service port
+// with that number names the endpoint port (by its name) whose number is used.
+func EndpointAddress(svc *corev1.Service, eps *corev1.Endpoints, port int32, pick func(n int) int) (string, error) {
+	sp, ok := ServicePort(svc, port)
+	if !ok {
+		return "", &PortError{Name: svc.Name, Port: port}
+	}
+	var candidates []string
+	for _, subset := range eps.Subsets {
+		for _, p := range subset.Ports {
+			if p.Name != sp.Name {
+				continue
+			}
+			for _, a := range subset.Addresses {
+				candidates = append(candidates, net.JoinHostPort(a.IP, strconv.Itoa(int(p.Port))))
+			}
+		}
+	}
+	if len(candidates) == 0 {
+		return "", ErrNoEndpoints
+	}
+	return candidates[pick(len(candidates))], nil
+}

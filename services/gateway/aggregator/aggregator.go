@@ -42,6 +42,9 @@ type Config struct {
 	ProxyClientCertFile, ProxyClientKeyFile string
 	// Controllers runs the controllers (local APIServices, availability) in this process.
 	Controllers bool
+	// EndpointRouting sends requests to an endpoint of the Service instead of its cluster IP
+	// (upstream --enable-aggregator-routing).
+	EndpointRouting bool
 	// CRDsSynced is closed once the custom resources are served (local APIServices of custom
 	// resources are not removed before).
 	CRDsSynced <-chan struct{}

@@ -291,37 +291,52 @@ func (x *extServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func TestRemoteAPIService(t *testing.T) {
-	proxyCA, err := pki.NewCA("front-proxy-ca", time.Hour)
-	if err != nil {
+// proxyPKI is the front proxy's CA with the gateway's client certificate (written for the
+// flags), and an extension server's CA with its serving certificate for ext.ext-system.svc.
+type proxyPKI struct {
+	certFile, keyFile string
+	proxyCA, extCA    *pki.CA
+	proxyPool         *x509.CertPool
+	serving           tls.Certificate
+}
+
+func newProxyPKI(t *testing.T) *proxyPKI {
+	t.Helper()
+	p := &proxyPKI{}
+	var err error
+	if p.proxyCA, err = pki.NewCA("front-proxy-ca", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	extCA, err := pki.NewCA("extension-ca", time.Hour)
-	if err != nil {
+	if p.extCA, err = pki.NewCA("extension-ca", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	proxyCert, proxyKey, err := proxyCA.IssueClient("front-proxy-client", nil, time.Hour)
+	proxyCert, proxyKey, err := p.proxyCA.IssueClient("front-proxy-client", nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile := filepath.Join(dir, "proxy.crt"), filepath.Join(dir, "proxy.key")
-	if err := pki.WritePair(certFile, keyFile, proxyCert, proxyKey); err != nil {
+	p.certFile, p.keyFile = filepath.Join(dir, "proxy.crt"), filepath.Join(dir, "proxy.key")
+	if err := pki.WritePair(p.certFile, p.keyFile, proxyCert, proxyKey); err != nil {
 		t.Fatal(err)
 	}
+	servingPEM, servingKey, err := p.extCA.IssueServing("ext", []string{"ext.ext-system.svc"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.serving, err = tls.X509KeyPair(servingPEM, servingKey); err != nil {
+		t.Fatal(err)
+	}
+	p.proxyPool = x509.NewCertPool()
+	p.proxyPool.AppendCertsFromPEM(p.proxyCA.CertPEM)
+	return p
+}
+
+func TestRemoteAPIService(t *testing.T) {
+	p := newProxyPKI(t)
 	e := gatewaytest.Start(t, gatewaytest.Options{Configure: func(c *server.Config) {
-		c.ProxyClientCertFile, c.ProxyClientKeyFile = certFile, keyFile
+		c.ProxyClientCertFile, c.ProxyClientKeyFile = p.certFile, p.keyFile
 	}})
-	servingPEM, servingKey, err := extCA.IssueServing("ext", []string{"ext.ext-system.svc"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := tls.X509KeyPair(servingPEM, servingKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxyPool := x509.NewCertPool()
-	proxyPool.AppendCertsFromPEM(proxyCA.CertPEM)
+	proxyCA, extCA, serving, proxyPool := p.proxyCA, p.extCA, p.serving, p.proxyPool
 	group := "things.example.com"
 	x := startExt(t, group, serving, proxyPool)
 	name := "v1." + group
@@ -492,4 +507,35 @@ func TestRemoteAPIService(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAggregatorRouting: with --enable-aggregator-routing the gateway connects to an endpoint of
+// the Service, not to its cluster IP (unroutable here).
+func TestAggregatorRouting(t *testing.T) {
+	p := newProxyPKI(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{Configure: func(c *server.Config) {
+		c.ProxyClientCertFile, c.ProxyClientKeyFile = p.certFile, p.keyFile
+		c.EnableAggregatorRouting = true
+	}})
+	group := "routed.example.com"
+	x := startExt(t, group, p.serving, p.proxyPool)
+	name := "v1." + group
+	must(t, call(t, e.Admin, e, "POST", "/api/v1/namespaces", map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "ext-system"}}), http.StatusCreated)
+	// The Service port (443) differs from the endpoint's (the server's): endpoints map by name.
+	must(t, call(t, e.Admin, e, "POST", "/api/v1/namespaces/ext-system/services", map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "ext"}, "spec": map[string]any{"clusterIP": "192.0.2.1", "ports": []any{map[string]any{"name": "https", "port": 443}}}}), http.StatusCreated)
+	must(t, call(t, e.Admin, e, "POST", "/api/v1/namespaces/ext-system/endpoints", map[string]any{"apiVersion": "v1", "kind": "Endpoints",
+		"metadata": map[string]any{"name": "ext"}, "subsets": []any{map[string]any{"addresses": []any{map[string]any{"ip": "127.0.0.1"}}, "ports": []any{map[string]any{"name": "https", "port": x.port()}}}}}), http.StatusCreated)
+	must(t, call(t, e.Admin, e, "POST", apiservices, map[string]any{"apiVersion": naming.Group("apiregistration.k8s.io") + "/v1", "kind": "APIService", "metadata": map[string]any{"name": name},
+		"spec": map[string]any{"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15, "caBundle": p.extCA.CertPEM,
+			"service": map[string]any{"namespace": "ext-system", "name": "ext"}}}), http.StatusCreated)
+	eventually(t, 30*time.Second, "Available", func() error {
+		if got := available(t, e, name); got != "True/Passed" {
+			return fmt.Errorf("Available %s", got)
+		}
+		return nil
+	})
+	if obj := must(t, call(t, e.Admin, e, "GET", "/apis/"+group+"/v1/namespaces/default/things/first", nil), http.StatusOK); field(obj, "metadata.name") != "first" {
+		t.Fatalf("proxied object: %v", obj)
+	}
 }

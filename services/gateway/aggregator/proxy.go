@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/transport"
 
@@ -136,13 +138,21 @@ func (ag *Aggregator) newRemote(svc *apiregistration.APIService, key string) *re
 	return rem
 }
 
-// resolve finds the address of a Service's port (shared with the webhook dispatcher).
+// resolve finds the address of a Service's port: its cluster IP (the rule the webhook
+// dispatcher uses too), or with endpoint routing one of its ready endpoints, picked at random.
 func (ag *Aggregator) resolve(ctx context.Context, namespace, name string, port int32) (string, error) {
 	svc, err := ag.store.Service(ctx, namespace, name)
 	if err != nil {
 		return "", fmt.Errorf("service %s/%s: %w", namespace, name, err)
 	}
-	return serviceresolve.Address(svc, port)
+	if !ag.cfg.EndpointRouting || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return serviceresolve.Address(svc, port)
+	}
+	eps, err := ag.store.Endpoints(ctx, namespace, name)
+	if err != nil {
+		return "", fmt.Errorf("endpoints %s/%s: %w", namespace, name, err)
+	}
+	return serviceresolve.EndpointAddress(svc, eps, port, rand.IntN)
 }
 
 // serveRemote authenticates and authorizes a request for a remote group version (upstream's

@@ -66,6 +66,9 @@ type Config struct {
 	// ProxyClientCertFile and ProxyClientKeyFile are the client certificate the aggregator
 	// presents to extension API servers (upstream --proxy-client-cert-file, -key-file).
 	ProxyClientCertFile, ProxyClientKeyFile string
+	// EnableAggregatorRouting sends proxied requests to an endpoint of the APIService's Service
+	// instead of its cluster IP.
+	EnableAggregatorRouting bool
 }
 
 // RegisterFlags registers the configuration's flags with their defaults.
@@ -99,6 +102,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.EnableControllers, "enable-controllers", true, "run the CustomResourceDefinition status controller (accepted names, Established, cleanup on delete) and the APIService controllers (local APIServices, availability) in this process")
 	fs.StringVar(&c.ProxyClientCertFile, "proxy-client-cert-file", "", "client certificate (PEM) the gateway presents to extension API servers of remote APIServices, with the user in the front-proxy headers")
 	fs.StringVar(&c.ProxyClientKeyFile, "proxy-client-key-file", "", "the private key of --proxy-client-cert-file")
+	fs.BoolVar(&c.EnableAggregatorRouting, "enable-aggregator-routing", false, "send requests for remote APIServices to an endpoint of their Service instead of its cluster IP")
 }
 
 // DefaultConfig returns the configuration the flags default to.

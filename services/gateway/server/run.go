@@ -174,7 +174,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	agg, err := aggregator.New(aggregator.Config{
 		API: api, Registry: reg, ProxyClientCertFile: cfg.ProxyClientCertFile, ProxyClientKeyFile: cfg.ProxyClientKeyFile,
 		Controllers: cfg.EnableControllers, CRDsSynced: api.CRDsSynced(), RequestTimeout: cfg.RequestTimeout, Logger: log,
-		Metrics: metrics,
+		Metrics: metrics, EndpointRouting: cfg.EnableAggregatorRouting,
 	})
 	if err != nil {
 		return nil, err

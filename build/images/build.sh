@@ -31,6 +31,10 @@ JAEGER_IMAGE=${JAEGER_IMAGE:-jaegertracing/jaeger:2.13.0}
 JAEGER_MODULE=github.com/jaegertracing/jaeger
 JAEGER_MODULE_VERSION=${JAEGER_MODULE_VERSION:-v1.76.0}
 JAEGER_RELEASE=${JAEGER_RELEASE:-v2.13.0}
+# lite (default): build/images/jaeger/lite/main.go, Jaeger's all-in-one trimmed to what the compose
+# stack uses (OTLP in, memory storage, query API); full: upstream's cmd/jaeger with every
+# receiver, exporter and processor it ships.
+JAEGER_BUILD=${JAEGER_BUILD:-lite}
 # Debian's redis-tools holds redis-server (as redis-check-rdb, one binary with several names) and
 # redis-cli; the other packages are the shared libraries they load, transitively. A library
 # missing from this list is reported by name below.
@@ -135,12 +139,22 @@ if want jaeger; then
 		dir=$(cd "$src" && GOWORK=off GOFLAGS= "$GO" mod download -json "$JAEGER_MODULE@$JAEGER_MODULE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
 		[[ -d $dir ]] || die "go mod download $JAEGER_MODULE@$JAEGER_MODULE_VERSION gave no source directory"
 		cp -r "$dir" "$src/jaeger" && chmod -R u+w "$src/jaeger"
+		case $JAEGER_BUILD in
+		full) jaeger_pkg=./cmd/jaeger ;;
+		lite)
+			# Under cmd/jaeger, so that it may import cmd/jaeger/internal's components.
+			mkdir -p "$src/jaeger/cmd/jaeger/platformlite"
+			cp build/images/jaeger/lite/main.go "$src/jaeger/cmd/jaeger/platformlite/main.go"
+			jaeger_pkg=./cmd/jaeger/platformlite
+			;;
+		*) die "JAEGER_BUILD=$JAEGER_BUILD: lite or full" ;;
+		esac
 		(cd "$src/jaeger" && GOWORK=off GOFLAGS= GOTOOLCHAIN=local CGO_ENABLED=0 "$GO" build -trimpath \
-			-ldflags "-s -w -X $JAEGER_MODULE/internal/version.latestVersion=$JAEGER_RELEASE" -o "$ctx/jaeger" ./cmd/jaeger)
+			-ldflags "-s -w -X $JAEGER_MODULE/internal/version.latestVersion=$JAEGER_RELEASE" -o "$ctx/jaeger" "$jaeger_pkg")
 		cp "$src/jaeger/cmd/jaeger/sampling-strategies.json" "$ctx/"
 		cp "$CA_BUNDLE" "$ctx/ca-certificates.crt"
 		dbuild "$JAEGER_IMAGE" -- build/images/jaeger/Dockerfile "$ctx"
-		echo "images: $JAEGER_IMAGE from $JAEGER_MODULE@$JAEGER_MODULE_VERSION ($(docker image inspect -f '{{.Size}}' "$JAEGER_IMAGE" | awk '{ printf "%.1f MB", $1 / 1e6 }')): $(since "$t")"
+		echo "images: $JAEGER_IMAGE ($JAEGER_BUILD) from $JAEGER_MODULE@$JAEGER_MODULE_VERSION ($(docker image inspect -f '{{.Size}}' "$JAEGER_IMAGE" | awk '{ printf "%.1f MB", $1 / 1e6 }')): $(since "$t")"
 	fi
 fi
 

@@ -7,8 +7,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"platform.io/libs/naming"
+	storageclient "platform.io/libs/storage"
+	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/gatewaytest"
 )
 
@@ -125,6 +133,9 @@ func TestHPAVersionsRoundTrip(t *testing.T) {
 	sameJSON(t, "v2 spec after a v1 round trip", v2["spec"], wantSpec)
 	sameJSON(t, "v2 status after a v1 round trip", v2["status"], jsonValue(t, hpaV2Status))
 	sameJSON(t, "v2 annotations after a v1 round trip", path(v2, "metadata.annotations"), map[string]any{"team": "a"})
+	if stored := storedHPA(t, e, "web"); len(stored.Spec.Metrics) != 5 || stored.Spec.Behavior == nil || len(stored.Status.Conditions) != 2 || len(stored.Annotations) != 1 {
+		t.Errorf("stored after a v1 write: %+v, annotations %v", stored.Spec, stored.Annotations)
+	}
 	if path(v2, "metadata.generation") != float64(2) {
 		t.Errorf("generation after one spec change: %v", path(v2, "metadata.generation"))
 	}
@@ -308,4 +319,53 @@ func TestComponentStatuses(t *testing.T) {
 			t.Errorf("running %s: %v", cells[0], cells)
 		}
 	}
+}
+
+// With --runtime-config=autoscaling/v2=false, autoscaling/v1 is still served and its objects are
+// still stored as v2: the annotations' metrics survive a create and a read.
+func TestHPAVersionsStorageVersionOff(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{Configure: func(c *gatewayConfig) { c.RuntimeConfig = "autoscaling/v2=false" }})
+	do(t, e, "GET", hpaV2, nil).status(t, http.StatusNotFound, "NotFound")
+	other := `[{"type":"Pods","pods":{"metricName":"packets","targetAverageValue":"1k"}}]`
+	must(t, do(t, e, "POST", hpaV1, map[string]any{"metadata": map[string]any{"name": "web", "annotations": map[string]any{hpaAnnotationPrefix + "metrics": other}},
+		"spec": map[string]any{"scaleTargetRef": map[string]any{"kind": "Deployment", "name": "web"}, "maxReplicas": 5, "targetCPUUtilizationPercentage": 60}}), http.StatusCreated)
+	got := must(t, do(t, e, "GET", hpaV1+"/web", nil), http.StatusOK)
+	if path(got, "spec.targetCPUUtilizationPercentage") != float64(60) {
+		t.Errorf("v1 read: %v", got["spec"])
+	}
+	sameJSON(t, "metrics annotation", jsonValue(t, roundTripAnnotations(got)["metrics"]), jsonValue(t, other))
+	stored := storedHPA(t, e, "web")
+	if len(stored.Spec.Metrics) != 2 || stored.Spec.Metrics[0].Pods == nil || stored.Spec.Metrics[0].Pods.Metric.Name != "packets" ||
+		stored.Spec.Metrics[1].Resource == nil || *stored.Spec.Metrics[1].Resource.Target.AverageUtilization != 60 || len(stored.Annotations) != 0 {
+		t.Errorf("stored object: %+v %v", stored.Spec, stored.Annotations)
+	}
+}
+
+// storedHPA reads an HPA of the default namespace from the storage service, as stored: it must be
+// the Protobuf envelope of an autoscaling/v2 object.
+func storedHPA(t *testing.T, e *gatewaytest.Env, name string) *autoscalingv2.HorizontalPodAutoscaler {
+	t.Helper()
+	conn, err := grpc.NewClient(e.Storage.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := storageclient.NewClient(conn).Get(ctx, &storagev1.GetRequest{Type: &storagev1.ResourceType{Group: "autoscaling", Resource: "horizontalpodautoscalers"}, Namespace: "default", Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unk runtime.Unknown
+	if v := resp.Object.Value; len(v) < 4 || unk.Unmarshal(v[4:]) != nil {
+		t.Fatalf("stored value is not a Protobuf envelope: %q", v)
+	}
+	if unk.APIVersion != "autoscaling/v2" || unk.Kind != "HorizontalPodAutoscaler" {
+		t.Fatalf("stored as %s %s, want autoscaling/v2", unk.APIVersion, unk.Kind)
+	}
+	out := &autoscalingv2.HorizontalPodAutoscaler{}
+	if err := out.Unmarshal(unk.Raw); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

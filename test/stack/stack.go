@@ -358,11 +358,18 @@ func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
 	return nil
 }
 
-// run starts one service process with its recorded arguments.
+// run starts one service process with its recorded arguments; a replica "<service>-<n>" runs
+// the service's binary.
 func (s *Stack) run(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.runLocked(name, name)
+	bin := name
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		if _, err := strconv.Atoi(name[i+1:]); err == nil {
+			bin = name[:i]
+		}
+	}
+	return s.runLocked(name, bin)
 }
 
 // runLocked starts binary bin as service name (s.mu held).
@@ -429,6 +436,12 @@ func (s *Stack) StopService(name string, kill bool) error {
 // authentication, authorization and admission services) as service "gateway-<n>", and returns its URL once
 // it is ready.
 func (s *Stack) StartGatewayReplica() (string, error) {
+	return s.StartGatewayReplicaOn("")
+}
+
+// StartGatewayReplicaOn is StartGatewayReplica with the new gateway talking to the storage
+// service at storageAddr (a replica from StartStorageReplica); "" is the stack's own.
+func (s *Stack) StartGatewayReplicaOn(storageAddr string) (string, error) {
 	if s.opts.Mode != Split {
 		return "", errors.New("gateway replicas need the split stack")
 	}
@@ -438,11 +451,9 @@ func (s *Stack) StartGatewayReplica() (string, error) {
 	}
 	s.mu.Lock()
 	name := fmt.Sprintf("gateway-%d", len(s.args))
-	args := append([]string(nil), s.args["gateway"]...)
-	for i := range args {
-		if args[i] == "--secure-port" && i+1 < len(args) {
-			args[i+1] = strconv.Itoa(port)
-		}
+	args := withFlag(s.args["gateway"], "--secure-port", strconv.Itoa(port))
+	if storageAddr != "" {
+		args = withFlag(args, "--storage-address", storageAddr)
 	}
 	s.args[name] = args
 	s.mu.Unlock()
@@ -454,6 +465,97 @@ func (s *Stack) StartGatewayReplica() (string, error) {
 	}
 	url := "https://127.0.0.1:" + strconv.Itoa(port)
 	return url, s.waitReadyAt(url, 30*time.Second)
+}
+
+// StartStorageReplica starts another storage process of a split stack on the same Redis (the
+// same flags, its own listen address and metrics address) as service "storage-<n>", and returns
+// its name and gRPC address once it accepts connections. Point a gateway at it with
+// StartGatewayReplicaOn.
+func (s *Stack) StartStorageReplica() (name, addr string, err error) {
+	if s.opts.Mode != Split {
+		return "", "", errors.New("storage replicas need the split stack")
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", "", err
+	}
+	addr = "127.0.0.1:" + strconv.Itoa(port)
+	s.mu.Lock()
+	name = fmt.Sprintf("storage-%d", len(s.args))
+	args := withFlag(s.args["storage"], "--listen", addr)
+	if s.MetricsURLs != nil {
+		mport, err := freePort()
+		if err != nil {
+			s.mu.Unlock()
+			return "", "", err
+		}
+		args = withFlag(args, "--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(mport))
+		s.MetricsURLs[name] = "http://127.0.0.1:" + strconv.Itoa(mport) + "/metrics"
+	}
+	s.args[name] = args
+	err = s.runLocked(name, "storage")
+	s.mu.Unlock()
+	if err != nil {
+		return "", "", err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return name, addr, nil
+		}
+		if time.Now().After(deadline) {
+			return "", "", fmt.Errorf("%s did not listen on %s in 30s (log in %s)", name, addr, s.Dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// StartControllersReplica starts another controllers process of a split stack (a candidate for
+// the same leader Lease) against the gateway at gatewayURL ("" is the stack's), as service
+// "controllers-<n>", and returns its name; with Options.Metrics its metrics URL is in
+// MetricsURLs[name].
+func (s *Stack) StartControllersReplica(gatewayURL string) (string, error) {
+	if s.opts.Mode != Split {
+		return "", errors.New("controllers replicas need the split stack")
+	}
+	if gatewayURL == "" {
+		gatewayURL = s.URL
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := fmt.Sprintf("controllers-%d", len(s.args))
+	kubeconfig := filepath.Join(s.Dir, name+".kubeconfig")
+	cert, key, err := s.CA.IssueClient(naming.ControllerManagerUser, nil, 24*time.Hour)
+	if err != nil {
+		return "", err
+	}
+	if err := pki.WriteKubeconfig(kubeconfig, pki.Kubeconfig{ClusterName: "platform", UserName: naming.ControllerManagerUser, Server: gatewayURL, CAPEM: s.CAPEM, CertPEM: cert, KeyPEM: key}); err != nil {
+		return "", err
+	}
+	args := withFlag(withFlag(s.args["controllers"], "--kubeconfig", kubeconfig), "--listen", "unix://"+filepath.Join(s.Dir, name+".sock"))
+	if s.MetricsURLs != nil {
+		mport, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		args = withFlag(args, "--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(mport))
+		s.MetricsURLs[name] = "http://127.0.0.1:" + strconv.Itoa(mport) + "/metrics"
+	}
+	s.args[name] = args
+	return name, s.runLocked(name, "controllers")
+}
+
+// withFlag is a copy of args with the value of every "flag value" pair set to value.
+func withFlag(args []string, flag, value string) []string {
+	out := append([]string(nil), args...)
+	for i := range out {
+		if out[i] == flag && i+1 < len(out) {
+			out[i+1] = value
+		}
+	}
+	return out
 }
 
 // StartService starts a service stopped with StopService.
@@ -529,14 +631,20 @@ func (s *Stack) Stop() {
 	s.stopped = true
 	s.mu.Unlock()
 	s.mu.Lock()
-	var replicas []string
+	var controllers, gateways, storages []string
 	for name := range s.procs {
-		if strings.HasPrefix(name, "gateway-") {
-			replicas = append(replicas, name)
+		switch {
+		case strings.HasPrefix(name, "controllers-"):
+			controllers = append(controllers, name)
+		case strings.HasPrefix(name, "gateway-"):
+			gateways = append(gateways, name)
+		case strings.HasPrefix(name, "storage-"):
+			storages = append(storages, name)
 		}
 	}
 	s.mu.Unlock()
-	for _, name := range append(append([]string{"controllers"}, replicas...), "gateway", "allinone", "certificates", "admission", "authz", "authn", "storage") {
+	order := append(append(append(append(controllers, "controllers"), gateways...), "gateway", "allinone", "certificates", "admission", "authz", "authn"), storages...)
+	for _, name := range append(order, "storage") {
 		_ = s.StopService(name, false)
 	}
 	if s.redis != nil {

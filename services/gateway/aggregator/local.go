@@ -99,6 +99,12 @@ func (ag *Aggregator) desiredLocal() map[string]*apiregistration.APIService {
 // group version is served, updated when their spec drifts, removed (automanaged ones only,
 // once the custom resources are known) when it is not served any more.
 func (ag *Aggregator) runLocal(ctx context.Context) {
+	// Compare with what is stored, never with nothing.
+	select {
+	case <-ag.synced:
+	case <-ctx.Done():
+		return
+	}
 	var lastGen uint64
 	synced := false
 	tick := time.NewTicker(time.Second)

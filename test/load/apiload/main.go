@@ -37,6 +37,13 @@
 // during each measured window, and how busy the whole machine was (Linux, from /proc): more
 // machine than process time means something else ran meanwhile and disturbed the numbers.
 //
+// With --start=split, --replicas=N starts N gateways, each talking to a storage replica of its own,
+// all on the one redis-server (the one authentication, authorization, admission, certificates and
+// controllers services), and spreads the clients over the gateways round-robin (the watch
+// scenario stays on the first); a comma-separated list (--replicas=1,2) starts one stack per
+// count, one after another, and reports each. The CPU notes then name every gateway and storage
+// process.
+//
 // Exit codes: 0 success, 1 the run found failures (failed requests, wrong list counts, lost,
 // duplicated or reordered watch events), 2 usage or setup error.
 //
@@ -84,15 +91,19 @@ type options struct {
 	caFile, certFile, keyFile string
 	start                     string
 	clients                   []int
-	scenarios                 []string
-	kind                      *objectKind
-	duration, warmup, drain   time.Duration
-	objects                   int
-	namespace                 string
-	http1                     bool
-	watchers                  int
-	rate                      float64
-	jsonOut                   bool
+	// replicas are the gateway (and storage replica) counts of --start=split, one stack each;
+	// servers the started stack's other gateways, which the load is spread over.
+	replicas                []int
+	servers                 []string
+	scenarios               []string
+	kind                    *objectKind
+	duration, warmup, drain time.Duration
+	objects                 int
+	namespace               string
+	http1                   bool
+	watchers                int
+	rate                    float64
+	jsonOut                 bool
 	// identity the scenarios run as; authorizationMode the --authorization-mode of a started
 	// stack; userCert and userKey the client certificate of --identity=user.
 	identity, authorizationMode string
@@ -115,6 +126,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.certFile, "cert-file", "", "client certificate, PEM (overrides the kubeconfig's)")
 	fs.StringVar(&o.keyFile, "key-file", "", "client key, PEM (overrides the kubeconfig's)")
 	fs.StringVar(&o.start, "start", "", "start the system instead, in a temporary directory: split or allinone")
+	replicas := fs.String("replicas", "1", "with --start=split: gateways, each with a storage replica of its own on the one Redis, the clients spread over them; "+
+		"a comma-separated list starts one stack per count, one after another")
 	clients := fs.String("clients", "16", "concurrent clients; a comma-separated list runs each scenario once per count")
 	scenario := fs.String("scenario", "all", "create, get, patch, apply, list, watch, or all; a comma-separated list runs several")
 	kind := fs.String("kind", "configmap", "kind of the objects every scenario works on: configmap, or custom (LoadObject of apiload.example.com/v1, "+
@@ -169,6 +182,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.clients, err = parseClients(*clients); err != nil {
 		return nil, err
 	}
+	if o.replicas, err = parseReplicas(*replicas); err != nil {
+		return nil, err
+	}
+	if o.start != string(stack.Split) && (len(o.replicas) > 1 || o.replicas[0] != 1) {
+		return nil, errors.New("--replicas needs --start=split")
+	}
 	if o.scenarios, err = parseScenarios(*scenario); err != nil {
 		return nil, err
 	}
@@ -212,6 +231,18 @@ func parseClients(s string) ([]int, error) {
 	return out, nil
 }
 
+func parseReplicas(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 8 {
+			return nil, fmt.Errorf("--replicas %q: want counts in [1, 8], comma-separated", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func parseScenarios(s string) ([]string, error) {
 	var out []string
 	for f := range strings.SplitSeq(s, ",") {
@@ -243,64 +274,89 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// Every run, the watch's drain, setup and cleanup end by this deadline.
-	runs := len(o.clients) * len(o.scenarios)
-	budget := time.Duration(runs)*(o.warmup+o.duration) + o.drain + 15*time.Minute
+	runs := len(o.clients) * len(o.scenarios) * len(o.replicas)
+	budget := time.Duration(runs)*(o.warmup+o.duration) + time.Duration(len(o.replicas))*(o.drain+15*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	started := ""
-	if o.start != "" {
-		dir, err := os.MkdirTemp("", "apiload-")
+	if o.start == "" {
+		return measure(ctx, o, "", stdout, stderr)
+	}
+	code := exitOK
+	for _, n := range o.replicas {
+		c := runStarted(ctx, o, n, stdout, stderr)
+		if c == exitUsage {
+			return c
+		}
+		code = max(code, c)
+	}
+	return code
+}
+
+// runStarted starts the stack (with n gateways and storage replicas), measures and stops it.
+func runStarted(ctx context.Context, o *options, n int, stdout, stderr io.Writer) int {
+	dir, err := os.MkdirTemp("", "apiload-")
+	if err != nil {
+		fmt.Fprintln(stderr, "apiload:", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "apiload: starting the %s stack in %s\n", o.start, dir)
+	so := stack.Options{Mode: stack.Mode(o.start), Dir: dir}
+	if o.authorizationMode != "" {
+		if o.start == string(stack.Split) {
+			so.AuthzArgs = []string{"--authorization-mode", o.authorizationMode}
+		} else {
+			so.GatewayArgs = []string{"--authorization-mode", o.authorizationMode}
+		}
+	}
+	if o.admission == "off" {
+		off := []string{"--disable-admission-plugins", strings.Join(defaultAdmissionPlugins, ",")}
+		if o.start == string(stack.Split) {
+			so.AdmissionArgs = off
+		} else {
+			so.GatewayArgs = append(so.GatewayArgs, off...)
+		}
+	}
+	s, err := stack.Start(so)
+	if err != nil {
+		fmt.Fprintf(stderr, "apiload: starting the %s stack: %v (logs in %s)\n", o.start, err, dir)
+		return exitUsage
+	}
+	keepLogs := true
+	defer func() {
+		s.Stop()
+		if keepLogs {
+			fmt.Fprintf(stderr, "apiload: the services' logs are in %s\n", dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	o.kubeconfig = s.Kubeconfig
+	o.servers = nil
+	for range n - 1 {
+		_, addr, err := s.StartStorageReplica()
 		if err != nil {
+			fmt.Fprintln(stderr, "apiload: starting a storage replica:", err)
+			return exitUsage
+		}
+		url, err := s.StartGatewayReplicaOn(addr)
+		if err != nil {
+			fmt.Fprintln(stderr, "apiload: starting a gateway replica:", err)
+			return exitUsage
+		}
+		o.servers = append(o.servers, url)
+	}
+	if o.identity == identityUser {
+		if o.userCert, o.userKey, err = s.ClientCert(loadUser); err != nil {
 			fmt.Fprintln(stderr, "apiload:", err)
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "apiload: starting the %s stack in %s\n", o.start, dir)
-		so := stack.Options{Mode: stack.Mode(o.start), Dir: dir}
-		if o.authorizationMode != "" {
-			if o.start == string(stack.Split) {
-				so.AuthzArgs = []string{"--authorization-mode", o.authorizationMode}
-			} else {
-				so.GatewayArgs = []string{"--authorization-mode", o.authorizationMode}
-			}
-		}
-		if o.admission == "off" {
-			off := []string{"--disable-admission-plugins", strings.Join(defaultAdmissionPlugins, ",")}
-			if o.start == string(stack.Split) {
-				so.AdmissionArgs = off
-			} else {
-				so.GatewayArgs = append(so.GatewayArgs, off...)
-			}
-		}
-		s, err := stack.Start(so)
-		if err != nil {
-			fmt.Fprintf(stderr, "apiload: starting the %s stack: %v (logs in %s)\n", o.start, err, dir)
-			return exitUsage
-		}
-		keepLogs := true
-		defer func() {
-			s.Stop()
-			if keepLogs {
-				fmt.Fprintf(stderr, "apiload: the services' logs are in %s\n", dir)
-			} else {
-				_ = os.RemoveAll(dir)
-			}
-		}()
-		o.kubeconfig = s.Kubeconfig
-		started = o.start
-		if o.identity == identityUser {
-			if o.userCert, o.userKey, err = s.ClientCert(loadUser); err != nil {
-				fmt.Fprintln(stderr, "apiload:", err)
-				return exitUsage
-			}
-		}
-		code := measure(ctx, o, started, stdout, stderr)
-		keepLogs = code != exitOK
-		return code
 	}
-	return measure(ctx, o, started, stdout, stderr)
+	code := measure(ctx, o, o.start, stdout, stderr)
+	keepLogs = code != exitOK
+	return code
 }
 
 // defaultAdmissionPlugins is the spec's default admission plugin set, which --admission=off
@@ -363,9 +419,18 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 		fmt.Fprintln(stderr, "apiload:", err)
 		return exitUsage
 	}
+	if len(o.servers) > 0 {
+		r.loads = []*apiClient{r.load}
+		for _, url := range o.servers {
+			r.loads = append(r.loads, &apiClient{base: url, hc: r.load.hc})
+		}
+	}
 	desc := "server " + api.base
 	if started != "" {
 		desc += " (" + started + " stack started by apiload)"
+	}
+	if len(o.servers) > 0 {
+		desc += fmt.Sprintf(" and %s: %d gateways, each on a storage replica of its own, one Redis; clients spread round-robin", strings.Join(o.servers, ", "), len(o.servers)+1)
 	}
 	header := fmt.Sprintf("apiload: %s over %s; namespaces %s-*", desc, proto, prefix)
 	if o.kind != configMapKind {
@@ -402,7 +467,7 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	}
 
 	if o.jsonOut {
-		rep := &report{Server: api.base, Started: started, Protocol: proto, CPUs: runtime.NumCPU(), Notes: r.notes, Failures: r.failures,
+		rep := &report{Server: api.base, Started: started, Gateways: len(o.servers) + 1, Protocol: proto, CPUs: runtime.NumCPU(), Notes: r.notes, Failures: r.failures,
 			Passed:  len(r.failures) == 0,
 			Options: jsonOptions{Duration: o.duration.String(), Warmup: o.warmup.String(), Objects: o.objects, Watchers: o.watchers, Rate: o.rate}}
 		if o.kind != configMapKind {

@@ -33,8 +33,11 @@ type runner struct {
 	api *apiClient // the administrator: setup and cleanup
 	// load is the identity the scenarios' requests are made as (r.api for --identity=admin);
 	// subject is its RBAC subject (nil for admin).
-	load     *apiClient
-	subject  map[string]any
+	load    *apiClient
+	subject map[string]any
+	// loads are the load identity's clients of every gateway (--replicas): worker w uses
+	// loads[w.id % len(loads)]; empty means r.load alone.
+	loads    []*apiClient
 	nsPrefix string
 	progress io.Writer
 	meterCPU bool // note the CPU the tool and the processes it started used in each run
@@ -47,6 +50,15 @@ type runner struct {
 	webhook *noopWebhook
 	// definedCRD: the run created the custom kind's definition, which it deletes at the end.
 	definedCRD bool
+}
+
+// loadFor is the client worker w sends its requests with: with several gateways (--replicas)
+// the workers are spread over them round-robin.
+func (r *runner) loadFor(w *worker) *apiClient {
+	if len(r.loads) == 0 {
+		return r.load
+	}
+	return r.loads[w.id%len(r.loads)]
 }
 
 func (r *runner) failf(format string, args ...any) {
@@ -321,7 +333,7 @@ func (r *runner) runCreate(ctx context.Context, ns string) error {
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "create", n, func(ctx context.Context, w *worker, i int) error {
 			w.body = r.o.kind.appendObject(w.body[:0], fmt.Sprintf("c%d-w%d-%d", n, w.id, i), "")
-			return r.load.do(ctx, http.MethodPost, path, w.body, http.StatusCreated, &w.buf)
+			return r.loadFor(w).do(ctx, http.MethodPost, path, w.body, http.StatusCreated, &w.buf)
 		})
 		if err != nil {
 			return err
@@ -339,7 +351,7 @@ func (r *runner) runGet(ctx context.Context, ns string) error {
 	}
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "get", n, func(ctx context.Context, w *worker, i int) error {
-			return r.load.do(ctx, http.MethodGet, paths[(w.id*getSetSize/n+i)%len(paths)], nil, http.StatusOK, &w.buf)
+			return r.loadFor(w).do(ctx, http.MethodGet, paths[(w.id*getSetSize/n+i)%len(paths)], nil, http.StatusOK, &w.buf)
 		})
 		if err != nil {
 			return err
@@ -370,7 +382,7 @@ func (r *runner) runPatch(ctx context.Context, ns, scenario string) error {
 			} else {
 				w.body = fmt.Appendf(w.body[:0], `{"data":{"counter":"%d-%d"}}`, w.id, i)
 			}
-			return r.load.doAs(ctx, http.MethodPatch, p, contentType, w.body, http.StatusOK, &w.buf)
+			return r.loadFor(w).doAs(ctx, http.MethodPatch, p, contentType, w.body, http.StatusOK, &w.buf)
 		})
 		if err != nil {
 			return err
@@ -390,7 +402,7 @@ func (r *runner) runList(ctx context.Context, ns string) error {
 	want := r.o.objects
 	for _, n := range r.o.clients {
 		err := r.drive(ctx, "list", n, func(ctx context.Context, w *worker, _ int) error {
-			if err := r.load.do(ctx, http.MethodGet, path, nil, http.StatusOK, &w.buf); err != nil {
+			if err := r.loadFor(w).do(ctx, http.MethodGet, path, nil, http.StatusOK, &w.buf); err != nil {
 				return err
 			}
 			got, err := countListItems(w.buf.Bytes())

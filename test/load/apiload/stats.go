@@ -124,6 +124,7 @@ func writeTable(w io.Writer, rows []*outcome) {
 type report struct {
 	Server   string      `json:"server"`
 	Started  string      `json:"started,omitempty"`
+	Gateways int         `json:"gateways"` // the gateways the load was spread over (--replicas)
 	Protocol string      `json:"protocol"`
 	CPUs     int         `json:"cpus"`
 	Kind     string      `json:"kind,omitempty"` // --kind, when not configmap (the default)

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"platform.io/services/gateway/apiserver"
 	"platform.io/services/gateway/auth"
 )
 
@@ -30,7 +31,7 @@ func attributesOf(r *http.Request, gv schema.GroupVersion) auth.Attributes {
 	rest := strings.TrimPrefix(r.URL.Path, "/apis/"+gv.Group+"/"+gv.Version)
 	rest = strings.Trim(rest, "/")
 	if rest == "" {
-		return auth.Attributes{Verb: nonResourceVerb(r.Method), Path: r.URL.Path}
+		return auth.Attributes{Verb: apiserver.NonResourceVerb(r.Method), Path: r.URL.Path}
 	}
 	parts := strings.Split(rest, "/")
 	attrs := auth.Attributes{ResourceRequest: true, APIGroup: gv.Group, APIVersion: gv.Version}
@@ -85,22 +86,6 @@ func attributesOf(r *http.Request, gv schema.GroupVersion) auth.Attributes {
 		attrs.Verb = strings.ToLower(r.Method)
 	}
 	return attrs
-}
-
-func nonResourceVerb(method string) string {
-	switch method {
-	case http.MethodGet, http.MethodHead:
-		return "get"
-	case http.MethodPost:
-		return "post"
-	case http.MethodPut:
-		return "put"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		return "delete"
-	}
-	return strings.ToLower(method)
 }
 
 // longRunning tells watches and connection upgrades (exec, port-forward) apart: they are not

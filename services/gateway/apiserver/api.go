@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -239,7 +240,7 @@ func splitGroupVersion(path string) (schema.GroupVersion, string) {
 // nonResource wraps a handler of a non-resource path with the access-control seams.
 func (a *API) nonResource(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, err := a.admitRequest(r, auth.Attributes{Verb: nonResourceVerb(r.Method), Path: r.URL.Path})
+		r, err := a.admitRequest(r, auth.Attributes{Verb: NonResourceVerb(r.Method), Path: r.URL.Path})
 		if err != nil {
 			a.writeError(w, r, err)
 			return
@@ -248,20 +249,13 @@ func (a *API) nonResource(h http.HandlerFunc) http.Handler {
 	})
 }
 
-func nonResourceVerb(method string) string {
-	switch method {
-	case http.MethodGet, http.MethodHead:
+// NonResourceVerb is the authorization verb of a request for a non-resource URL: the lower-cased
+// HTTP method, HEAD authorized as get (upstream's request info).
+func NonResourceVerb(method string) string {
+	if method == http.MethodHead {
 		return "get"
-	case http.MethodPost:
-		return "post"
-	case http.MethodPut:
-		return "put"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		return "delete"
 	}
-	return method
+	return strings.ToLower(method)
 }
 
 // Authenticated serves h to callers the API's authenticators and authorizer admit (as a

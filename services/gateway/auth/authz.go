@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	authzv1 "platform.io/proto/authz/v1"
@@ -21,12 +20,6 @@ import (
 // decisionTTL bounds how long a cached decision is reused even while the policy generation
 // stands still; the generation stream is what keeps decisions fresh, this is a safety net.
 const decisionTTL = time.Minute
-
-// connectWait bounds how long a decision waits for a connection to the authorization service
-// that is not up (connecting, or failing to): past it the request is answered 503, instead of
-// being held until the client gives up (gRPC holds a call while the channel is connecting, and a
-// connection attempt to a vanished container's address can take 20 s).
-const connectWait = 3 * time.Second
 
 // maxDecisions bounds the decision cache.
 const maxDecisions = 50000
@@ -39,7 +32,6 @@ const maxDecisions = 50000
 type RemoteAuthorizer struct {
 	client authzv1.AuthorizationClient
 	log    *slog.Logger
-	conn   interface{ GetState() connectivity.State } // nil when the connection does not tell
 
 	mu   sync.Mutex
 	live bool
@@ -58,9 +50,7 @@ type decisionEntry struct {
 // NewRemoteAuthorizer builds the authorizer over a connection to the authorization service; Run
 // keeps its cache in step with the policy.
 func NewRemoteAuthorizer(conn grpc.ClientConnInterface, log *slog.Logger, reg prometheus.Registerer) *RemoteAuthorizer {
-	a := &RemoteAuthorizer{client: authzv1.NewAuthorizationClient(conn), log: log, m: map[string]decisionEntry{}, metrics: newAuthzMetrics(reg)}
-	a.conn, _ = conn.(interface{ GetState() connectivity.State })
-	return a
+	return &RemoteAuthorizer{client: authzv1.NewAuthorizationClient(conn), log: log, m: map[string]decisionEntry{}, metrics: newAuthzMetrics(reg)}
 }
 
 // Run follows the policy generation until ctx ends, reconnecting when the stream breaks.
@@ -132,17 +122,8 @@ func (a *RemoteAuthorizer) Authorize(ctx context.Context, attrs Attributes) (Dec
 		return e.decision, e.reason, nil
 	}
 	a.metrics.cache.WithLabelValues("miss").Inc()
-	callCtx := ctx
-	if a.conn != nil {
-		if st := a.conn.GetState(); st == connectivity.Connecting || st == connectivity.TransientFailure {
-			var cancel context.CancelFunc
-			callCtx, cancel = context.WithTimeout(ctx, connectWait)
-			defer cancel()
-		}
-	}
-	resp, err := a.client.Authorize(callCtx, &authzv1.AuthorizeRequest{Attributes: toProtoAttributes(attrs)})
+	resp, err := a.client.Authorize(ctx, &authzv1.AuthorizeRequest{Attributes: toProtoAttributes(attrs)})
 	if err != nil {
-		// remoteError sees the request's context: the call's own bound is an unavailable service.
 		return DecisionNoOpinion, "", remoteError("authorization", ctx, err)
 	}
 	d := Decision(resp.GetDecision())

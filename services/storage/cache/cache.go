@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/storage/backend"
@@ -243,12 +246,53 @@ func (c *Cache) Get(ctx context.Context, rt *storagev1.ResourceType, namespace, 
 // List reads a collection under the list semantics of resourceVersion, resourceVersionMatch,
 // limit and continue (the table in the spec's "Resource version semantics").
 func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev1.ListResponse, error) {
+	resp, found, err := c.list(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for i := range found {
+		resp.Items = append(resp.Items, found[i].out)
+	}
+	return resp, nil
+}
+
+// ListWire is List for a response that is only encoded (the gRPC service): the same message,
+// but its items are carried already encoded, as unknown fields of the response, so Items is
+// empty and marshaling copies them (or, with the service's codec, writes them out as they
+// are) instead of encoding 2,000 objects field by field.
+// Each item's encoding is made once per version and shared by every later list. Decoding the
+// response gives List's Items (the encoding is field 1, items, repeated; field order does not
+// matter to a Protobuf decoder).
+func (c *Cache) ListWire(ctx context.Context, req *storagev1.ListRequest) (*storagev1.ListResponse, error) {
+	resp, found, err := c.list(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	size := 0
+	encs := make([][]byte, len(found))
+	for i := range found {
+		encs[i] = found[i].encoded()
+		size += protowire.SizeTag(1) + protowire.SizeBytes(len(encs[i]))
+	}
+	// From gRPC's buffer pool: the service's codec writes it out as it is and returns it there.
+	raw := (*mem.DefaultBufferPool().Get(size))[:0]
+	for _, e := range encs {
+		raw = protowire.AppendTag(raw, 1, protowire.BytesType)
+		raw = protowire.AppendBytes(raw, e)
+	}
+	resp.ProtoReflect().SetUnknown(raw)
+	return resp, nil
+}
+
+// list reads the versions a list returns (copies, so they can be read after the type's lock is
+// released) and the response without its items.
+func (c *Cache) list(ctx context.Context, req *storagev1.ListRequest) (*storagev1.ListResponse, []version, error) {
 	if req.GetLimit() < 0 {
-		return nil, storage.NewInvalid("limit", "must be >= 0")
+		return nil, nil, storage.NewInvalid("limit", "must be >= 0")
 	}
 	tc, f, kind, n, err := c.request(ctx, req.GetType(), req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector(), req.GetResourceVersion())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	var (
@@ -261,33 +305,33 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 	switch {
 	case req.GetContinue() != "":
 		if match != storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_UNSPECIFIED {
-			return nil, storage.NewInvalid("resourceVersionMatch", "is forbidden when continue is provided")
+			return nil, nil, storage.NewInvalid("resourceVersionMatch", "is forbidden when continue is provided")
 		}
 		if kind == rvExact {
-			return nil, storage.NewInvalid("resourceVersion", "specifying resource version is not allowed when using continue")
+			return nil, nil, storage.NewInvalid("resourceVersion", "specifying resource version is not allowed when using continue")
 		}
 		tok, ok := decodeToken(c.secret, tc.name, req.GetNamespace(), req.GetContinue())
 		if !ok {
-			return nil, storage.NewInvalid("continue", "invalid continue token")
+			return nil, nil, storage.NewInvalid("continue", "invalid continue token")
 		}
 		rev, after, exact = tok.rev, tok.lastKey, true
 		expiredError = func(int64, int64) error {
 			return &storage.Error{Reason: storagev1.ErrorReason_EXPIRED, Message: expiredContinue}
 		}
 		if _, err := c.notOlderThan(ctx, tc, rev); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case match == storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_EXACT:
 		if kind != rvExact {
-			return nil, storage.NewInvalid("resourceVersionMatch", "\"Exact\" is forbidden for resourceVersion %q", req.GetResourceVersion())
+			return nil, nil, storage.NewInvalid("resourceVersionMatch", "\"Exact\" is forbidden for resourceVersion %q", req.GetResourceVersion())
 		}
 		rev, exact = n, true
 		if _, err := c.notOlderThan(ctx, tc, rev); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case match == storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_NOT_OLDER_THAN:
 		if kind == rvUnset {
-			return nil, storage.NewInvalid("resourceVersionMatch", "is forbidden unless resourceVersion is provided")
+			return nil, nil, storage.NewInvalid("resourceVersionMatch", "is forbidden unless resourceVersion is provided")
 		}
 		rev, err = c.readRev(ctx, tc, kind, n)
 	case match == storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_UNSPECIFIED:
@@ -298,14 +342,15 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 			rev, err = c.readRev(ctx, tc, kind, n)
 		}
 	default:
-		return nil, storage.NewInvalid("resourceVersionMatch", "unsupported value %d", int32(match))
+		return nil, nil, storage.NewInvalid("resourceVersionMatch", "unsupported value %d", int32(match))
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	limit := int(req.GetLimit())
 	resp := &storagev1.ListResponse{ResourceVersion: rev}
+	var found []version
 	var lastKey string
 	more, remaining := false, int64(0)
 	tc.mu.RLock()
@@ -319,7 +364,7 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 			if !f.matches(v.obj) {
 				return true
 			}
-			if limit > 0 && len(resp.Items) == limit {
+			if limit > 0 && len(found) == limit {
 				more = true
 				if f.hasSelectors() {
 					return false
@@ -327,14 +372,14 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 				remaining++
 				return true
 			}
-			resp.Items = append(resp.Items, v.out)
+			found = append(found, *v)
 			lastKey = key
 			return true
 		})
 	}
 	tc.mu.RUnlock()
 	if rev < compacted {
-		return nil, expiredError(rev, compacted)
+		return nil, nil, expiredError(rev, compacted)
 	}
 	if more {
 		resp.Continue = encodeToken(c.secret, tc.name, req.GetNamespace(), continueToken{rev: rev, lastKey: lastKey})
@@ -342,7 +387,7 @@ func (c *Cache) List(ctx context.Context, req *storagev1.ListRequest) (*storagev
 			resp.RemainingItemCount = &remaining
 		}
 	}
-	return resp, nil
+	return resp, found, nil
 }
 
 // Revision reports the type's current and compacted revision, consistently (from the backend).

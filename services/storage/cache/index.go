@@ -3,6 +3,9 @@ package cache
 import (
 	"sort"
 	"strings"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
 
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/storage/backend"
@@ -13,6 +16,22 @@ type version struct {
 	rev int64
 	obj *storagev1.Object // as stored, with the attributes selectors match
 	out *storagev1.Object // as reads return it (ReadView), made once per version
+	// wire is out's Protobuf encoding, made by the first list that returns this version and
+	// shared by every later one (nil for a deletion): see listWire.
+	wire *atomic.Pointer[[]byte]
+}
+
+// encoded returns the Protobuf encoding of v.out, made at most once (a concurrent first use may
+// encode it twice; both results are equal).
+func (v *version) encoded() []byte {
+	if b := v.wire.Load(); b != nil {
+		return *b
+	}
+	// Marshal fails only on invalid UTF-8 in a string; every stored string arrived in a request
+	// that Protobuf decoding already checked.
+	b, _ := proto.Marshal(v.out)
+	v.wire.Store(&b)
+	return b
 }
 
 // ReadView is obj as reads return it. Labels and selectable fields are attributes storage
@@ -56,7 +75,11 @@ func (ix *index) add(key string, rev int64, obj *storagev1.Object) {
 		copy(ix.keys[i+1:], ix.keys[i:])
 		ix.keys[i] = key
 	}
-	ix.versions[key] = append(vs, version{rev: rev, obj: obj, out: ReadView(obj)})
+	v := version{rev: rev, obj: obj, out: ReadView(obj)}
+	if obj != nil {
+		v.wire = new(atomic.Pointer[[]byte])
+	}
+	ix.versions[key] = append(vs, v)
 }
 
 // at returns the state key had at rev, or nil if it had none.

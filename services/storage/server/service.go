@@ -108,7 +108,8 @@ func (s *Service) List(ctx context.Context, req *storagev1.ListRequest) (*storag
 		return nil, err
 	}
 	annotate(ctx, req.GetType())
-	resp, err := s.cache.List(ctx, req)
+	// The items go out already encoded (see cache.ListWire): the response is only marshaled.
+	resp, err := s.cache.ListWire(ctx, req)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err, req.GetType(), "")
 	}

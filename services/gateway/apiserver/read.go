@@ -137,12 +137,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 				return
 			}
 		}
-		body, err := encodeJSONList(info.res.ListKind, info.res.GroupVersion(), encoded, lm)
-		if err != nil {
-			a.writeError(w, r, apierrors.NewInternalError(err))
-			return
-		}
-		writeBody(w, r, http.StatusOK, out.mediaType, body)
+		a.writeJSONList(w, r, out.mediaType, info.res.ListKind, info.res.GroupVersion(), encoded, lm)
 		return
 	}
 	items, err := a.decodeItems(info.res, resp.Items)

@@ -19,11 +19,14 @@ run:
 	$(BIN)/platform --data-dir=$(DATA_DIR) $(ARGS)
 
 ## test: every test of every module (race detector on), against real redis-servers the tests start;
-## then the end-to-end suite a second time in the kubernetes naming profile (docs/operations.md).
+## then the end-to-end suite a second time in the kubernetes naming profile, and one request's trace
+## fetched from Jaeger in the compose stack (its own step: a machine with cold Go caches first
+## downloads and compiles Jaeger, minutes; docs/operations.md, "Jaeger's cost").
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout=15m $(PKGS)
 	PLATFORM_NAMING_PROFILE=kubernetes $(GO) test -race -count=1 -timeout=15m ./test/e2e/...
+	$(GO) test -tags jaeger -count=1 -timeout=45m -run TestComposeJaeger ./test/compose/
 
 ## bench: the Go benchmarks (storage gRPC API and backends, gateway hot paths, authn, authz and admission).
 bench:

@@ -1,9 +1,9 @@
 //go:build jaeger
 
-// The trace of one request, fetched from Jaeger in the compose stack (`make up TRACING=1`). Not
-// part of `make test`: building the Jaeger image from source on a machine with cold Go caches
-// costs more than CI's budget allows (docs/operations.md, "Compose", measured times and the
-// decision). Run it with
+// The trace of one request, fetched from Jaeger in the compose stack (`make up TRACING=1`). Behind
+// the jaeger build tag so that it runs as its own step of `make test`, with a timeout that holds
+// building the Jaeger image from source on a machine with cold Go caches (docs/operations.md,
+// "Compose", measured times and the decision):
 //
 //	go test -tags jaeger -count=1 -run TestComposeJaeger ./test/compose/
 package compose

@@ -81,7 +81,7 @@ func TestKubectlServiceAccountsAndRBAC(t *testing.T) {
 	}
 	k.ok("", "create", "role", "cm-reader", "--verb=get,list,watch", "--resource=configmaps")
 	k.ok("", "create", "rolebinding", "robot-reads", "--role=cm-reader", "--serviceaccount="+ns+":robot")
-	eventually(t, 5*time.Second, "the binding to take effect", func() error {
+	stack.Eventually(t, 5*time.Second, "the binding to take effect", func() error {
 		if _, errOut, code := robot.run("", "get", "configmaps"); code != 0 {
 			return fmt.Errorf("exit %d: %s", code, errOut)
 		}
@@ -117,7 +117,7 @@ func TestKubectlServiceAccountsAndRBAC(t *testing.T) {
 	k.ok("", "create", "clusterrole", part, "--verb=get", "--resource=secrets")
 	t.Cleanup(func() { k.run("", "delete", "clusterrole", agg, part) })
 	k.ok("", "label", "clusterrole", part, "e2e.platform.io/"+agg+"=true")
-	eventually(t, 10*time.Second, "the aggregated rules", func() error {
+	stack.Eventually(t, 10*time.Second, "the aggregated rules", func() error {
 		out := k.ok("", "get", "clusterrole", agg, "-o", "jsonpath={.rules}")
 		if !strings.Contains(out, "secrets") {
 			return fmt.Errorf("rules: %s", out)
@@ -143,7 +143,7 @@ subjects:
 	if !strings.Contains(out, "reconciled") {
 		t.Errorf("auth reconcile: %s", out)
 	}
-	eventually(t, 5*time.Second, "the reconciled grant", func() error {
+	stack.Eventually(t, 5*time.Second, "the reconciled grant", func() error {
 		if out, _, _ := k.run("", "auth", "can-i", "get", "pods", as); strings.TrimSpace(out) != "yes" {
 			return fmt.Errorf("can-i get pods: %q", out)
 		}
@@ -225,7 +225,7 @@ func TestClientGoBoundToken(t *testing.T) {
 	if err := admin.CoreV1().Pods(ns).Delete(ctx, "job", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the token to stop working with its pod", func() error {
+	stack.Eventually(t, 20*time.Second, "the token to stop working with its pod", func() error {
 		_, err := worker.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if apierrors.IsUnauthorized(err) {
 			return nil

@@ -118,7 +118,7 @@ spec:
     name: extapi
     port: %d
 `, naming.Group("apiregistration.k8s.io"), apiService, extapiserver.Group, b64(extCA.CertPEM), ns, port), "apply", "-f", "-")
-	eventually(t, 60*time.Second, "the APIService available", func() error {
+	stack.Eventually(t, 60*time.Second, "the APIService available", func() error {
 		out, _, _ := k.run("", "get", "apiservice", apiService, "--no-headers")
 		if f := strings.Fields(out); len(f) < 3 || f[2] != "True" {
 			return fmt.Errorf("kubectl get apiservice: %q", out)
@@ -193,7 +193,7 @@ spec:
 
 	// The extension server stops: the APIService goes unavailable and requests get 503.
 	ext.Stop()
-	eventually(t, 60*time.Second, "the APIService unavailable", func() error {
+	stack.Eventually(t, 60*time.Second, "the APIService unavailable", func() error {
 		out, _, _ := k.run("", "get", "apiservice", apiService, "--no-headers")
 		if !strings.Contains(out, "False (FailedDiscoveryCheck)") {
 			return fmt.Errorf("kubectl get apiservice: %q", out)
@@ -207,7 +207,7 @@ spec:
 	if err := ext.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the APIService available again", func() error {
+	stack.Eventually(t, 60*time.Second, "the APIService available again", func() error {
 		out, _, _ := k.run("", "get", "apiservice", apiService, "--no-headers")
 		if f := strings.Fields(out); len(f) < 3 || f[2] != "True" {
 			return fmt.Errorf("kubectl get apiservice: %q", out)

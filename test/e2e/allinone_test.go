@@ -87,7 +87,7 @@ func TestAllInOneAccessControl(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, stack.Options{Mode: stack.AllInOne})
 	k := newKubectl(t, s, "default")
-	eventually(t, 20*time.Second, "the default service account", func() error {
+	stack.Eventually(t, 20*time.Second, "the default service account", func() error {
 		_, errOut, code := k.run("", "get", "serviceaccount", "default")
 		if code != 0 {
 			return fmt.Errorf("%s", errOut)
@@ -104,7 +104,7 @@ func TestAllInOneAccessControl(t *testing.T) {
 		t.Fatalf("robot before any grant: exit %d %s", code, errOut)
 	}
 	k.ok("", "create", "rolebinding", "robot-view", "--clusterrole=view", "--serviceaccount=default:robot")
-	eventually(t, 10*time.Second, "the view grant (an aggregated role the controllers fill)", func() error {
+	stack.Eventually(t, 10*time.Second, "the view grant (an aggregated role the controllers fill)", func() error {
 		if _, errOut, code := robot.run("", "get", "pods"); code != 0 {
 			return fmt.Errorf("%s", errOut)
 		}

@@ -68,7 +68,7 @@ rules:
 	}
 	// The creates of each namespace, once written (the log is written as each request ends).
 	var creates map[string]auditLine
-	eventually(t, 10*time.Second, "the audit events of the three creates", func() error {
+	stack.Eventually(t, 10*time.Second, "the audit events of the three creates", func() error {
 		creates = map[string]auditLine{}
 		for _, ev := range readAuditLog(t, logPath) {
 			// (The root CA publisher creates its ConfigMap in every namespace too.)

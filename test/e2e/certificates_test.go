@@ -98,7 +98,7 @@ func getCSR(t *testing.T, k *kubectlRunner, name string) csrState {
 func issued(t *testing.T, k *kubectlRunner, name string) *x509.Certificate {
 	t.Helper()
 	var cert *x509.Certificate
-	eventually(t, 30*time.Second, "the certificate of "+name, func() error {
+	stack.Eventually(t, 30*time.Second, "the certificate of "+name, func() error {
 		c := getCSR(t, k, name)
 		if c.Status.Certificate == "" {
 			return fmt.Errorf("no certificate yet; conditions %+v", c.Status.Conditions)
@@ -218,7 +218,7 @@ func TestCertificateSigningWithKubectl(t *testing.T) {
 	k.ok(csrManifest(bad, naming.SignerKubeletServing, request, []string{"digital signature", "server auth"}, 0), "apply", "-f", "-")
 	t.Cleanup(func() { k.run("", "delete", "csr", bad) })
 	decide(t, s, k, bad, "Approved")
-	eventually(t, 30*time.Second, "the failed condition", func() error {
+	stack.Eventually(t, 30*time.Second, "the failed condition", func() error {
 		c := getCSR(t, k, bad)
 		if reason, ok := c.condition("Failed"); !ok || reason != "SignerValidationFailure" {
 			return fmt.Errorf("conditions %+v", c.Status.Conditions)
@@ -272,7 +272,7 @@ stringData:
 	node := "system:node:n-" + id
 	request, key := newCSR(t, node, []string{"system:nodes"})
 	name := "node-csr-" + id
-	eventually(t, 10*time.Second, "the bootstrap identity's bindings to be enforced", func() error {
+	stack.Eventually(t, 10*time.Second, "the bootstrap identity's bindings to be enforced", func() error {
 		_, errOut, code := boot.run(csrManifest(name, naming.SignerAPIServerClientKubelet, request,
 			[]string{"digital signature", "client auth"}, 0), "create", "-f", "-")
 		if code != 0 {

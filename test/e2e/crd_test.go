@@ -336,7 +336,7 @@ func createEstablished(t *testing.T, ctx context.Context, dyn dynamic.Interface,
 	if _, err := dyn.Resource(crdsGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the definition: %v", err)
 	}
-	eventually(t, 20*time.Second, "the definition Established", func() error {
+	stack.Eventually(t, 20*time.Second, "the definition Established", func() error {
 		got, err := dyn.Resource(crdsGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -640,7 +640,7 @@ func TestDynamicClientCustomResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, 10*time.Second, "the custom resource 404 after its definition is deleted", func() error {
+	stack.Eventually(t, 10*time.Second, "the custom resource 404 after its definition is deleted", func() error {
 		_, err := widgets.List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -653,7 +653,7 @@ func TestDynamicClientCustomResources(t *testing.T) {
 			t.Errorf("get %s after the definition is gone: %v, want NotFound", gvr.Version, err)
 		}
 	}
-	eventually(t, 10*time.Second, "the definition removed", func() error {
+	stack.Eventually(t, 10*time.Second, "the definition removed", func() error {
 		_, err := dyn.Resource(crdsGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/pager"
+
+	"platform.io/test/stack"
 )
 
 // Spec 000 "Verbs", "URL shapes" and "Common object metadata": create, get, list, update and
@@ -439,7 +441,7 @@ func TestDynamicClientFinalizers(t *testing.T) {
 	if _, err := cms.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "object removed after its last finalizer", func() error {
+	stack.Eventually(t, 10*time.Second, "object removed after its last finalizer", func() error {
 		_, err := cms.Get(ctx, "held", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -495,7 +497,7 @@ func TestNamespaceDeletion(t *testing.T) {
 		t.Errorf("namespace after delete: deletionTimestamp %v phase %q, want set and Terminating", got.GetDeletionTimestamp(), nestedString(got, "status", "phase"))
 	}
 	// Creates may be admitted for a short while (the gateway caches namespace lookups for a second).
-	eventually(t, 10*time.Second, "create in a terminating namespace is forbidden", func() error {
+	stack.Eventually(t, 10*time.Second, "create in a terminating namespace is forbidden", func() error {
 		late := configMap("", nil, nil)
 		late.SetGenerateName("late-")
 		_, err := cms.Create(ctx, late, metav1.CreateOptions{})
@@ -507,7 +509,7 @@ func TestNamespaceDeletion(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 20*time.Second, "the namespace's content deleted", func() error {
+	stack.Eventually(t, 20*time.Second, "the namespace's content deleted", func() error {
 		list, err := cms.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -533,7 +535,7 @@ func TestNamespaceDeletion(t *testing.T) {
 	if _, err := cms.Update(ctx, h, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the namespace removed", func() error {
+	stack.Eventually(t, 20*time.Second, "the namespace removed", func() error {
 		_, err := dyn.Resource(namespacesGVR).Get(ctx, ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"platform.io/libs/naming"
+	"platform.io/test/stack"
 )
 
 // One Event store, through client-go's event recorders: the core v1 recorder (tools/record) writes
@@ -43,7 +44,7 @@ func TestEventRecordersOneStore(t *testing.T) {
 	t.Cleanup(broadcaster.Shutdown)
 	broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "e2e-recorder", Host: "e2e-host"}).Event(cm, corev1.EventTypeNormal, "Tested", "recorded through core v1")
 	var got *unstructured.Unstructured
-	eventually(t, 30*time.Second, "the core recorder's event through events v1", func() error {
+	stack.Eventually(t, 30*time.Second, "the core recorder's event through events v1", func() error {
 		list, err := eventsV1.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -71,7 +72,7 @@ func TestEventRecordersOneStore(t *testing.T) {
 	eb.StartRecordingToSink(stop)
 	t.Cleanup(func() { close(stop); eb.Shutdown() })
 	eb.NewRecorder(scheme.Scheme, "e2e.example.com/recorder").Eventf(cm, nil, corev1.EventTypeWarning, "Checked", "Checking", "recorded through %s", "events v1")
-	eventually(t, 30*time.Second, "the events v1 recorder's event through core v1", func() error {
+	stack.Eventually(t, 30*time.Second, "the events v1 recorder's event through core v1", func() error {
 		list, err := c.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Checked"})
 		if err != nil {
 			return err

@@ -206,7 +206,7 @@ func TestWatchHTTP1AndHTTP2AcrossStorageRestart(t *testing.T) {
 	if err := s.Restart("storage", false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "requests succeed after the storage restart", func() error {
+	stack.Eventually(t, 20*time.Second, "requests succeed after the storage restart", func() error {
 		resp, err := h2.Get(collection)
 		if err != nil {
 			return err
@@ -254,7 +254,7 @@ func TestWatchHTTP1AndHTTP2AcrossStorageRestart(t *testing.T) {
 			}
 			resumed = true
 			w.Close()
-			eventually(t, 20*time.Second, name+" watch resumes", func() error {
+			stack.Eventually(t, 20*time.Second, name+" watch resumes", func() error {
 				nw, err := openRawWatch(watchers[name], collection+"?watch=true&resourceVersion="+last.Object.Metadata.ResourceVersion, protos[name])
 				if err != nil {
 					return err

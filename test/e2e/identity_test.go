@@ -91,7 +91,7 @@ func TestOIDC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var who string
-	eventually(t, 20*time.Second, "the issuer to be discovered", func() error {
+	stack.Eventually(t, 20*time.Second, "the issuer to be discovered", func() error {
 		var code int
 		if who, code = whoamiHTTP(t, bearerClient(s, token), s.URL); code != http.StatusCreated {
 			return fmt.Errorf("status %d", code)
@@ -134,13 +134,13 @@ func TestOIDC(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotated := iss.Token(claims())
-	eventually(t, 30*time.Second, "the rotated key's token to be accepted", func() error {
+	stack.Eventually(t, 30*time.Second, "the rotated key's token to be accepted", func() error {
 		if who, code := whoamiHTTP(t, bearerClient(s, rotated), s.URL); code != http.StatusCreated {
 			return fmt.Errorf("status %d %s", code, who)
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "the dropped key's token to be refused (after the decision cache bound)", func() error {
+	stack.Eventually(t, 30*time.Second, "the dropped key's token to be refused (after the decision cache bound)", func() error {
 		if _, code := whoamiHTTP(t, bearerClient(s, token), s.URL); code != http.StatusUnauthorized {
 			return fmt.Errorf("status %d", code)
 		}

@@ -142,7 +142,7 @@ func serverState(ctx context.Context, ri dynamic.ResourceInterface) (map[string]
 // converged waits until the store holds exactly the server's objects at the server's versions.
 func converged(t *testing.T, timeout time.Duration, store cache.Store, ri dynamic.ResourceInterface) {
 	t.Helper()
-	eventually(t, timeout, "the informer's store equals the server's state", func() error {
+	stack.Eventually(t, timeout, "the informer's store equals the server's state", func() error {
 		want, err := serverState(context.Background(), ri)
 		if err != nil {
 			return err
@@ -378,7 +378,7 @@ func TestInformerRecoversFrom410(t *testing.T) {
 		}
 	}
 	// The history the informer would resume from is compacted away.
-	eventually(t, 5*time.Second, "a watch from the informer's resourceVersion is answered 410", func() error {
+	stack.Eventually(t, 5*time.Second, "a watch from the informer's resourceVersion is answered 410", func() error {
 		w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: resumeFrom})
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			return nil

@@ -212,20 +212,3 @@ func configMap(name string, labels, data map[string]string) *unstructured.Unstru
 	}
 	return u
 }
-
-// eventually polls cond every 50ms until it returns nil or timeout passes; it then fails with
-// cond's last error.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %v: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

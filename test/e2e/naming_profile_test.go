@@ -114,7 +114,7 @@ func typedClientset(t *testing.T, s *stack.Stack) {
 		}
 		return sar.Status.Allowed, nil
 	}
-	eventually(t, 30*time.Second, "reader allowed to get config maps", func() error {
+	stack.Eventually(t, 30*time.Second, "reader allowed to get config maps", func() error {
 		if ok, err := review("get"); err != nil || !ok {
 			return fmt.Errorf("allowed %v, err %v", ok, err)
 		}
@@ -173,7 +173,7 @@ func typedClientset(t *testing.T, s *stack.Stack) {
 		t.Fatalf("UpdateApproval: %v", err)
 	}
 	var cert *x509.Certificate
-	eventually(t, 30*time.Second, "the signed certificate", func() error {
+	stack.Eventually(t, 30*time.Second, "the signed certificate", func() error {
 		got, err := c.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -211,7 +211,7 @@ func TestKubernetesProfileKubectl(t *testing.T) {
 		t.Errorf("kubectl create clusterrolebinding: %q", out)
 	}
 	t.Cleanup(func() { k.run("", "delete", "clusterrolebinding", crb) })
-	eventually(t, 30*time.Second, user+" may list pods cluster-wide", func() error {
+	stack.Eventually(t, 30*time.Second, user+" may list pods cluster-wide", func() error {
 		if out, _, _ := k.run("", "auth", "can-i", "list", "pods", "--all-namespaces", "--as="+user); strings.TrimSpace(out) != "yes" {
 			return fmt.Errorf("kubectl auth can-i: %q", out)
 		}

@@ -513,23 +513,6 @@ func identity(rs *replicaSet, name string) string {
 	return id
 }
 
-// waitFor polls cond every 100ms until it returns nil or timeout passes, then fails with its
-// last error.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %v: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // Two controllers processes (one on each gateway) run their controllers once: only the holder of
 // the leader Lease acts, the other's workers never run (its controller_syncs_total stays 0);
 // when the leader stops (SIGTERM: it releases the lease) the other takes over within the lease
@@ -553,7 +536,7 @@ func TestLeaderElectedControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := map[string]string{} // identity -> process
-	waitFor(t, 30*time.Second, "both controllers processes to announce their identities", func() error {
+	stack.Eventually(t, 30*time.Second, "both controllers processes to announce their identities", func() error {
 		for _, p := range procs {
 			id := identity(rs, p)
 			if id == "" {
@@ -568,7 +551,7 @@ func TestLeaderElectedControllers(t *testing.T) {
 	leaderIs := func(what string, timeout time.Duration, running []string) (string, lease) {
 		var leader string
 		var l lease
-		waitFor(t, timeout, what, func() error {
+		stack.Eventually(t, timeout, what, func() error {
 			var err error
 			if l, err = readLease(ctx, dyn); err != nil {
 				return err
@@ -609,7 +592,7 @@ func TestLeaderElectedControllers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = rs.a.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
-		waitFor(t, 20*time.Second, "the default ServiceAccount of "+ns.Name, func() error {
+		stack.Eventually(t, 20*time.Second, "the default ServiceAccount of "+ns.Name, func() error {
 			list, err := gw.CoreV1().ServiceAccounts(ns.Name).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
@@ -656,7 +639,7 @@ func TestLeaderElectedControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := identity(rs, leader)
-	waitFor(t, 30*time.Second, leader+" to announce its new identity", func() error {
+	stack.Eventually(t, 30*time.Second, leader+" to announce its new identity", func() error {
 		id := identity(rs, leader)
 		if id == "" || ids[id] != "" {
 			return fmt.Errorf("%s has not logged a new identity (last %q)", leader, id)

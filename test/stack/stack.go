@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"platform.io/libs/naming"
@@ -693,3 +694,21 @@ var handedOut = struct {
 
 // ErrNotRunning is returned for a service that is not running.
 var ErrNotRunning = errors.New("not running")
+
+// Eventually polls cond every 50 ms until it returns nil or timeout passes; it then fails the test
+// with cond's last error. Tests wait this way for what the system promises to happen, with a bound,
+// instead of sleeping a guessed time (docs/architecture.md, "Tests").
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %v: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -2,12 +2,10 @@ package aggregator_test
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -40,31 +38,8 @@ func (r response) obj(t *testing.T) map[string]any {
 
 func call(t *testing.T, c *http.Client, e *gatewaytest.Env, method, path string, body any, headers ...string) response {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, e.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Add(headers[i], headers[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return response{code: resp.StatusCode, body: data}
+	code, _, data := e.Do(t, c, method, path, body, headers...)
+	return response{code: code, body: data}
 }
 
 func must(t *testing.T, r response, code int) map[string]any {

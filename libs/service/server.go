@@ -40,6 +40,8 @@ type ServerConfig struct {
 	ClientCAFile string
 	// MetricsBindAddress serves Prometheus metrics at /metrics; empty disables.
 	MetricsBindAddress string
+	// Profiling also serves Go's runtime profiles at /debug/pprof/ on the metrics listener.
+	Profiling bool
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration
 }
@@ -51,6 +53,7 @@ func (c *ServerConfig) RegisterFlags(fs *pflag.FlagSet, listen string) {
 	fs.StringVar(&c.TLSPrivateKeyFile, "tls-private-key-file", "", "private key (PEM) of --tls-cert-file")
 	fs.StringVar(&c.ClientCAFile, "tls-client-ca-file", "", "require client certificates signed by this CA (mutual TLS between services); re-read when it changes")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", "", "host:port serving Prometheus metrics at /metrics (empty: off)")
+	fs.BoolVar(&c.Profiling, "profiling", false, "also serve Go's runtime profiles at /debug/pprof/ on --metrics-bind-address (unauthenticated: keep that address private)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long a graceful shutdown may take")
 }
 
@@ -65,6 +68,9 @@ func (c *ServerConfig) Validate() []error {
 	}
 	if c.ClientCAFile != "" && c.TLSCertFile == "" {
 		errs = append(errs, errors.New("--tls-client-ca-file needs --tls-cert-file and --tls-private-key-file"))
+	}
+	if c.Profiling && c.MetricsBindAddress == "" {
+		errs = append(errs, errors.New("--profiling needs --metrics-bind-address (the profiles are served there)"))
 	}
 	if c.TLSCertFile == "" && !strings.HasPrefix(c.Listen, "unix://") && c.Listen != "" && !IsLoopback(c.Listen) {
 		errs = append(errs, fmt.Errorf("--listen %s is not loopback: set --tls-cert-file, --tls-private-key-file and --tls-client-ca-file for mutual TLS", c.Listen))
@@ -169,6 +175,9 @@ func (s *Server) serve(ready bool) {
 	if s.mlis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{Registry: s.Metrics}))
+		if s.cfg.Profiling {
+			mux.Handle("/debug/pprof/", ProfilingHandler())
+		}
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = s.metrics.Serve(s.mlis) }()
 	}

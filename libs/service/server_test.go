@@ -5,7 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +91,37 @@ func TestStopBeforeServeReleasesTheListener(t *testing.T) {
 		t.Fatalf("the port of a server stopped before serving is still taken: %v", err)
 	}
 	l.Close()
+}
+
+// --profiling serves Go's profiles beside /metrics, only when asked for, and only with a
+// metrics listener to serve them on.
+func TestProfilingOnTheMetricsListener(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		s, err := NewServer("test", ServerConfig{Listen: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0", Profiling: profiling, ShutdownTimeout: time.Second}, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Serve()
+		base := "http://" + s.mlis.Addr().String()
+		for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/heap?debug=1": "heap profile", "/debug/pprof/cmdline": "", "/metrics": "go_goroutines"} {
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			wantCode := 200
+			if !profiling && path != "/metrics" {
+				wantCode = 404
+			}
+			if resp.StatusCode != wantCode || (wantCode == 200 && !strings.Contains(string(body), want)) {
+				t.Errorf("profiling=%v %s: %d, want %d with %q", profiling, path, resp.StatusCode, wantCode, want)
+			}
+		}
+		s.Stop(context.Background(), nil)
+	}
+	errs := (&ServerConfig{Listen: "127.0.0.1:0", Profiling: true, ShutdownTimeout: time.Second}).Validate()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "--metrics-bind-address") {
+		t.Errorf("--profiling without a metrics listener: %v", errs)
+	}
 }

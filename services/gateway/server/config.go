@@ -58,6 +58,9 @@ type Config struct {
 	MaxMutatingRequestsInflight int
 	// WatchCache shares one storage watch per resource type among the gateway's watchers.
 	WatchCache bool
+	// Profiling serves Go's profiles at /debug/pprof/ (authenticated and authorized as a
+	// non-resource URL, as upstream's --profiling).
+	Profiling bool
 	// Audit is the audit log: policy file, log path and rotation (off without a policy).
 	Audit audit.Options
 	// EnableControllers runs the CustomResourceDefinition status controller (names, Established,
@@ -92,6 +95,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", time.Minute, "bound on every request but watches; past it the request is answered 504")
 	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", 400, "read-only requests served at once before answering 429 (0: no bound)")
 	fs.IntVar(&c.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "mutating requests served at once before answering 429 (0: no bound)")
+	fs.BoolVar(&c.Profiling, "profiling", true, "serve Go's runtime profiles at /debug/pprof/ to users allowed the non-resource URL (system:masters only by default)")
 	fs.BoolVar(&c.WatchCache, "watch-cache", true, "share one storage watch per resource type among watches that start at a known resourceVersion (decode and encode each event once)")
 	fs.StringVar(&c.Audit.PolicyFile, "audit-policy-file", "", "audit Policy (audit."+naming.GroupSuffix+"/v1): which requests are recorded at which level; auditing is off without it")
 	fs.StringVar(&c.Audit.LogPath, "audit-log-path", "", "file the audit events are written to as JSON lines, - for standard output")

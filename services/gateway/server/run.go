@@ -161,6 +161,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	s.health.Install(router)
 	reqs := newRequestMetrics(metrics)
 	router.Handle("/metrics", api.Authenticated(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})))
+	if cfg.Profiling {
+		router.PathPrefix("/debug/pprof/").Handler(api.Authenticated(service.ProfilingHandler()))
+	}
 	oa, err := openapi.New(reg)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	authz "platform.io/services/authz/server"
 	"platform.io/services/gateway/gatewaytest"
 	"platform.io/services/gateway/server"
 	storage "platform.io/services/storage/server"
@@ -172,5 +173,26 @@ func TestConfigValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("error does not name %s:\n%v", flag, err)
 		}
+	}
+}
+
+// /debug/pprof/ is upstream's --profiling: on by default, for callers RBAC allows the
+// non-resource URL (system:masters; no default role grants it), off with --profiling=false.
+func TestProfiling(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{ConfigureAuthz: func(c *authz.Config) { c.Modes = []string{authz.ModeRBAC} }})
+	if code, _ := get(t, e.Anonymous(), e.URL+"/debug/pprof/"); code != 401 {
+		t.Errorf("anonymous /debug/pprof/: %d", code)
+	}
+	if code, _ := get(t, e.Client("alice", "system:authenticated"), e.URL+"/debug/pprof/"); code != 403 {
+		t.Errorf("an ordinary user's /debug/pprof/: %d", code)
+	}
+	for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/goroutine?debug=1": "goroutine profile", "/debug/pprof/profile?seconds=1": ""} {
+		if code, body := get(t, e.Admin, e.URL+path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("admin %s: %d", path, code)
+		}
+	}
+	off := gatewaytest.Start(t, gatewaytest.Options{Configure: func(c *server.Config) { c.Profiling = false }})
+	if code, _ := get(t, off.Admin, off.URL+"/debug/pprof/"); code != 404 {
+		t.Errorf("--profiling=false: /debug/pprof/ %d", code)
 	}
 }

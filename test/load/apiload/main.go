@@ -111,6 +111,10 @@ type options struct {
 	// webhook is "noop" to register a webhook that allows everything for the measured writes;
 	// admission is "off" to start the stack with every admission plugin disabled.
 	webhook, admission string
+	// profileDir receives CPU profiles of the started stack's gateway and storage per run.
+	profileDir string
+	// metricsURLs are the started stack's services' /metrics URLs (with --profile-dir).
+	metricsURLs map[string]string
 }
 
 // namespacePrefix: a DNS label short enough for the "-<scenario>" suffix.
@@ -146,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.authorizationMode, "authorization-mode", "", "with --start: the stack's --authorization-mode (default: the services' default, Node,RBAC)")
 	fs.StringVar(&o.webhook, "webhook", "", "noop: register a validating webhook (HTTPS on loopback, allows everything) for the measured kind's writes")
 	fs.StringVar(&o.admission, "admission", "default", "with --start: default (the spec's default plugins) or off (every default plugin disabled: no write is sent to admission)")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "with --start: write a CPU profile of the gateway and of the storage service (split) for every measured run into this directory (go tool pprof reads them)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -172,6 +177,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--admission must be default or off, not %q", o.admission)
 	case o.admission == "off" && o.start == "":
 		return nil, errors.New("--admission=off needs --start")
+	case o.profileDir != "" && o.start == "":
+		return nil, errors.New("--profile-dir needs --start")
 	}
 	if o.server != "" {
 		if err := checkServerURL(o.server); err != nil {
@@ -319,6 +326,14 @@ func runStarted(ctx context.Context, o *options, n int, stdout, stderr io.Writer
 			so.GatewayArgs = append(so.GatewayArgs, off...)
 		}
 	}
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			fmt.Fprintln(stderr, "apiload:", err)
+			return exitUsage
+		}
+		so.Metrics = true
+		so.StorageArgs = append(so.StorageArgs, "--profiling")
+	}
 	s, err := stack.Start(so)
 	if err != nil {
 		fmt.Fprintf(stderr, "apiload: starting the %s stack: %v (logs in %s)\n", o.start, err, dir)
@@ -334,6 +349,7 @@ func runStarted(ctx context.Context, o *options, n int, stdout, stderr io.Writer
 		}
 	}()
 	o.kubeconfig = s.Kubeconfig
+	o.metricsURLs = s.MetricsURLs
 	o.servers = nil
 	for range n - 1 {
 		_, addr, err := s.StartStorageReplica()
@@ -399,6 +415,9 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 		prefix = "apiload-" + strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
 	}
 	r := &runner{o: o, api: api, nsPrefix: prefix, progress: stderr, meterCPU: started != "" && runtime.GOOS == "linux"}
+	if o.profileDir != "" {
+		r.profiles = profileTargets(api, o.metricsURLs)
+	}
 	// The load's own transport: a token must not travel with the administrator's certificate
 	// (the certificate would authenticate the request).
 	loadTLS := tc.Clone()

@@ -41,6 +41,8 @@ type runner struct {
 	nsPrefix string
 	progress io.Writer
 	meterCPU bool // note the CPU the tool and the processes it started used in each run
+	// profiles are the processes whose CPU profiles --profile-dir collects in each run.
+	profiles []profileTarget
 
 	rows     []*outcome
 	notes    []string
@@ -143,6 +145,7 @@ func (r *runner) drive(ctx context.Context, scenario string, n int, op operation
 	from := start.Add(r.o.warmup)
 	stop := from.Add(r.o.duration)
 	cpuNoteCh := r.meterWindow(ctx, from, stop)
+	profileNoteCh := r.profileWindow(ctx, scenario, n, from, stop)
 	tallies := make([]*clientTally, n)
 	var wg sync.WaitGroup
 	for c := range n {
@@ -193,8 +196,10 @@ func (r *runner) drive(ctx context.Context, scenario string, n int, op operation
 	if row.errors > 0 {
 		r.failf("%s clients=%d: %d requests failed; first: %v", scenario, n, row.errors, firstErr)
 	}
-	if note := <-cpuNoteCh; note != "" {
-		r.notes = append(r.notes, fmt.Sprintf("%s clients=%d: %s", scenario, n, note))
+	for _, ch := range []<-chan string{cpuNoteCh, profileNoteCh} {
+		if note := <-ch; note != "" {
+			r.notes = append(r.notes, fmt.Sprintf("%s clients=%d: %s", scenario, n, note))
+		}
 	}
 	return nil
 }

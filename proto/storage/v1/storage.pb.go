@@ -1044,8 +1044,12 @@ type WatchRequest struct {
 	// send_initial_events asks for the synthetic ADDED events also when resource_version is set
 	// (the watch-list protocol); they end with a BOOKMARK whose initial_events_end is true.
 	SendInitialEvents bool `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3" json:"send_initial_events,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// index_attributes asks for every object's labels and fields, which reads otherwise leave out:
+	// for a client that keeps the type in memory and evaluates selectors itself (the gateway's
+	// list cache).
+	IndexAttributes bool `protobuf:"varint,9,opt,name=index_attributes,json=indexAttributes,proto3" json:"index_attributes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WatchRequest) Reset() {
@@ -1130,6 +1134,13 @@ func (x *WatchRequest) GetBookmarkIntervalMs() int64 {
 func (x *WatchRequest) GetSendInitialEvents() bool {
 	if x != nil {
 		return x.SendInitialEvents
+	}
+	return false
+}
+
+func (x *WatchRequest) GetIndexAttributes() bool {
+	if x != nil {
+		return x.IndexAttributes
 	}
 	return false
 }
@@ -1585,7 +1596,7 @@ const file_storage_v1_storage_proto_rawDesc = "" +
 	"\rpreconditions\x18\x04 \x01(\v2\".platform.storage.v1.PreconditionsR\rpreconditions\"t\n" +
 	"\x0eDeleteResponse\x127\n" +
 	"\bprevious\x18\x01 \x01(\v2\x1b.platform.storage.v1.ObjectR\bprevious\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"\xe7\x02\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"\x92\x03\n" +
 	"\fWatchRequest\x125\n" +
 	"\x04type\x18\x01 \x01(\v2!.platform.storage.v1.ResourceTypeR\x04type\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12%\n" +
@@ -1594,7 +1605,8 @@ const file_storage_v1_storage_proto_rawDesc = "" +
 	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersion\x12'\n" +
 	"\x0fallow_bookmarks\x18\x06 \x01(\bR\x0eallowBookmarks\x120\n" +
 	"\x14bookmark_interval_ms\x18\a \x01(\x03R\x12bookmarkIntervalMs\x12.\n" +
-	"\x13send_initial_events\x18\b \x01(\bR\x11sendInitialEvents\"\xc9\x01\n" +
+	"\x13send_initial_events\x18\b \x01(\bR\x11sendInitialEvents\x12)\n" +
+	"\x10index_attributes\x18\t \x01(\bR\x0findexAttributes\"\xc9\x01\n" +
 	"\x05Event\x122\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1e.platform.storage.v1.EventTypeR\x04type\x123\n" +
 	"\x06object\x18\x02 \x01(\v2\x1b.platform.storage.v1.ObjectR\x06object\x12)\n" +

@@ -27,7 +27,10 @@ type Watch struct {
 	gen       uint64
 	initial   []*storagev1.Event
 	bookmarks bool
-	ticker    *time.Ticker
+	// attrs: the watch asked for index attributes (labels and fields) with every object, so its
+	// events are encoded for it alone instead of sharing the read view's encoding.
+	attrs  bool
+	ticker *time.Ticker
 }
 
 // Watch starts a watch under the watch semantics of resourceVersion: unset starts at the most
@@ -54,7 +57,11 @@ func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch,
 	if err != nil {
 		return nil, err
 	}
-	w := &Watch{tc: tc, f: f, pos: start, bookmarks: req.GetAllowBookmarks()}
+	w := &Watch{tc: tc, f: f, pos: start, bookmarks: req.GetAllowBookmarks(), attrs: req.GetIndexAttributes()}
+	view := ReadView
+	if w.attrs {
+		view = func(o *storagev1.Object) *storagev1.Object { return o }
+	}
 	withInitial := kind != rvExact || req.GetSendInitialEvents()
 
 	tc.mu.Lock()
@@ -67,7 +74,7 @@ func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch,
 	if withInitial {
 		tc.ix.scan(f.prefix, "", start, func(_ string, v *version) bool {
 			if f.matches(v.obj) {
-				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: v.out, ResourceVersion: v.rev})
+				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: view(v.obj), ResourceVersion: v.rev})
 			}
 			return true
 		})
@@ -168,6 +175,16 @@ func (w *Watch) convert(evs []*logEvent) (*Batch, int) {
 			continue
 		}
 		var enc []byte
+		if w.attrs {
+			if w.f.matches(ev.Object) || ev.Type == backend.Modified && w.f.matches(ev.Prev) {
+				enc = w.convertWithAttributes(ev)
+			}
+			if enc != nil {
+				out.Events = append(out.Events, enc)
+				size += len(enc)
+			}
+			continue
+		}
 		switch ev.Type {
 		case backend.Added:
 			if f.matches(ev.Object) {
@@ -204,4 +221,21 @@ func (w *Watch) convert(evs []*logEvent) (*Batch, int) {
 func atRevision(obj *storagev1.Object, rev int64) *storagev1.Object {
 	return &storagev1.Object{Namespace: obj.GetNamespace(), Name: obj.GetName(), Value: obj.GetValue(),
 		ResourceVersion: rev, Uid: obj.GetUid()}
+}
+
+// convertWithAttributes encodes ev, with its objects' labels and fields, for a watch of
+// index attributes; as convert, a modification moving an object into the selection is an ADDED
+// and one moving it out a DELETED.
+func (w *Watch) convertWithAttributes(ev *logEvent) []byte {
+	typ := eventTypes[ev.Type]
+	obj := ev.Object
+	if ev.Type == backend.Modified && w.f.hasSelectors() {
+		switch now, before := w.f.matches(ev.Object), w.f.matches(ev.Prev); {
+		case now && !before:
+			typ = storagev1.EventType_ADDED
+		case before && !now:
+			typ, obj = storagev1.EventType_DELETED, atRevision(ev.Prev, ev.Revision)
+		}
+	}
+	return encodeEvent(&storagev1.Event{Type: typ, Object: obj, ResourceVersion: ev.Revision})
 }

@@ -35,6 +35,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"WatchFromRetainedRevisionExactlyOnceInOrder", testWatchRetained},
 		{"WatchWithInitialEvents", testWatchInitial},
 		{"WatchSelectorTransitions", testWatchSelectors},
+		{"WatchWithIndexAttributes", testWatchIndexAttributes},
 		{"WatchFromCompactedRevisionIsExpired", testWatchCompacted},
 		{"WatchFromFutureRevisionWaitsThenTooLarge", testWatchFuture},
 		{"SlowWatcherBlocksNobodyAndExpiresPastCompaction", testSlowWatcher},
@@ -608,6 +609,48 @@ func testWatchInitial(t *testing.T, f Factory) {
 	for rev := int64(3); rev <= 4; rev++ {
 		if ev := w.next(false, 5*time.Second); ev.GetResourceVersion() != rev {
 			t.Fatalf("after initial events: got %d want %d", ev.GetResourceVersion(), rev)
+		}
+	}
+}
+
+// A watch that asks for index attributes (the gateway's list cache) gets every object's labels
+// and fields, in its initial events and in every change; other watches do not.
+func testWatchIndexAttributes(t *testing.T, f Factory) {
+	c := f(t, nil).Client()
+	rt := newType()
+	withFields := func(o *storagev1.Object, fields map[string]string) *storagev1.Object { o.Fields = fields; return o }
+	mustCreate(t, c, rt, withFields(obj("ns", "a", "v", map[string]string{"app": "x"}), map[string]string{"spec.nodeName": "n1"}))
+	w := startWatch(t, c, &storagev1.WatchRequest{Type: rt, ResourceVersion: "", SendInitialEvents: true, AllowBookmarks: true, IndexAttributes: true})
+	plain := startWatch(t, c, &storagev1.WatchRequest{Type: rt, ResourceVersion: "1"})
+	if ev := w.next(false, 5*time.Second); ev.GetType() != storagev1.EventType_ADDED || ev.GetObject().GetLabels()["app"] != "x" ||
+		ev.GetObject().GetFields()["spec.nodeName"] != "n1" {
+		t.Fatalf("initial event without its index attributes: %v", ev)
+	}
+	if ev := w.next(true, 5*time.Second); ev.GetType() != storagev1.EventType_BOOKMARK || !ev.GetInitialEventsEnd() || ev.GetResourceVersion() != 1 {
+		t.Fatalf("want the initial-events-end bookmark at 1, got %v", ev)
+	}
+	mustUpdate(t, c, rt, withFields(obj("ns", "a", "v2", map[string]string{"app": "y"}), map[string]string{"spec.nodeName": "n2"}), 1)
+	mustCreate(t, c, rt, obj("ns", "b", "v", map[string]string{"tier": "web"}))
+	mustDelete(t, c, rt, "ns", "b")
+	want := []struct {
+		typ         storagev1.EventType
+		name, label string
+		field       string
+		rev         int64
+	}{
+		{storagev1.EventType_MODIFIED, "a", "app=y", "n2", 2},
+		{storagev1.EventType_ADDED, "b", "tier=web", "", 3},
+		{storagev1.EventType_DELETED, "b", "tier=web", "", 4},
+	}
+	for _, wt := range want {
+		ev := w.next(false, 5*time.Second)
+		k, v, _ := strings.Cut(wt.label, "=")
+		if ev.GetType() != wt.typ || ev.GetObject().GetName() != wt.name || ev.GetResourceVersion() != wt.rev ||
+			ev.GetObject().GetLabels()[k] != v || ev.GetObject().GetFields()["spec.nodeName"] != wt.field {
+			t.Fatalf("got %v, want %v %s@%d with %s and node %q", ev, wt.typ, wt.name, wt.rev, wt.label, wt.field)
+		}
+		if pev := plain.next(false, 5*time.Second); pev.GetResourceVersion() != wt.rev || len(pev.GetObject().GetLabels()) != 0 || len(pev.GetObject().GetFields()) != 0 {
+			t.Fatalf("a watch without index attributes got %v", pev)
 		}
 	}
 }

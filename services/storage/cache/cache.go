@@ -192,8 +192,8 @@ func (c *Cache) readRev(ctx context.Context, tc *typeCache, kind rvKind, n int64
 }
 
 // request parses what lists and watches share: the filter, the resourceVersion and the type.
-func (c *Cache) request(ctx context.Context, rt *storagev1.ResourceType, namespace, labelSelector, fieldSelector, resourceVersion string) (*typeCache, *filter, rvKind, int64, error) {
-	f, err := newFilter(namespace, labelSelector, fieldSelector)
+func (c *Cache) request(ctx context.Context, rt *storagev1.ResourceType, namespace, labelSelector, fieldSelector, resourceVersion string) (*typeCache, *storage.Filter, rvKind, int64, error) {
+	f, err := storage.NewFilter(namespace, labelSelector, fieldSelector)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}
@@ -360,13 +360,13 @@ func (c *Cache) list(ctx context.Context, req *storagev1.ListRequest) (*storagev
 		resp.ResourceVersion = rev
 	}
 	if rev >= compacted {
-		tc.ix.scan(f.prefix, after, rev, func(key string, v *version) bool {
-			if !f.matches(v.obj) {
+		tc.ix.scan(f.Prefix(), after, rev, func(key string, v *version) bool {
+			if !f.Matches(v.obj) {
 				return true
 			}
 			if limit > 0 && len(found) == limit {
 				more = true
-				if f.hasSelectors() {
+				if f.HasSelectors() {
 					return false
 				}
 				remaining++
@@ -383,7 +383,7 @@ func (c *Cache) list(ctx context.Context, req *storagev1.ListRequest) (*storagev
 	}
 	if more {
 		resp.Continue = encodeToken(c.secret, tc.name, req.GetNamespace(), continueToken{rev: rev, lastKey: lastKey})
-		if !f.hasSelectors() {
+		if !f.HasSelectors() {
 			resp.RemainingItemCount = &remaining
 		}
 	}

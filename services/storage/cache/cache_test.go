@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/storage/backend"
 )
@@ -117,15 +118,15 @@ func FuzzSelectors(f *testing.F) {
 	}
 	obj := &storagev1.Object{Namespace: "ns", Name: "n", Labels: map[string]string{"a": "b"}, Fields: map[string]string{"spec.x": "y"}}
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, fl := range []func() (*filter, error){
-			func() (*filter, error) { return newFilter("ns", s, "") },
-			func() (*filter, error) { return newFilter("", "", s) },
+		for _, fl := range []func() (*storage.Filter, error){
+			func() (*storage.Filter, error) { return storage.NewFilter("ns", s, "") },
+			func() (*storage.Filter, error) { return storage.NewFilter("", "", s) },
 		} {
 			flt, err := fl()
 			if err != nil {
 				continue
 			}
-			_ = flt.matches(obj) // must not panic
+			_ = flt.Matches(obj) // must not panic
 		}
 	})
 }
@@ -137,7 +138,7 @@ func TestWatchBatchesAreBoundedInBytes(t *testing.T) {
 		evs = append(evs, &logEvent{Event: backend.Event{Type: backend.Added, Revision: int64(i + 1),
 			Object: &storagev1.Object{Namespace: "ns", Name: fmt.Sprint(i), Value: big, ResourceVersion: int64(i + 1)}}})
 	}
-	w := &Watch{f: &filter{}}
+	w := &Watch{f: &storage.Filter{}}
 	var sent int
 	for rest := evs; len(rest) > 0; {
 		out, consumed := w.convert(rest)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/storage/backend"
 )
@@ -22,7 +23,7 @@ const (
 // compacted revision, ends with EXPIRED) without slowing anyone else.
 type Watch struct {
 	tc        *typeCache
-	f         *filter
+	f         *storage.Filter
 	pos       int64 // every event up to pos has been handed out (or filtered away)
 	gen       uint64
 	initial   []*storagev1.Event
@@ -72,8 +73,8 @@ func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch,
 	}
 	w.gen = tc.generation
 	if withInitial {
-		tc.ix.scan(f.prefix, "", start, func(_ string, v *version) bool {
-			if f.matches(v.obj) {
+		tc.ix.scan(f.Prefix(), "", start, func(_ string, v *version) bool {
+			if f.Matches(v.obj) {
 				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: view(v.obj), ResourceVersion: v.rev})
 			}
 			return true
@@ -171,12 +172,12 @@ func (w *Watch) convert(evs []*logEvent) (*Batch, int) {
 		if size >= batchBytes {
 			return out, i
 		}
-		if f.prefix != "" && ev.Object.GetNamespace()+"/" != f.prefix {
+		if f.Prefix() != "" && ev.Object.GetNamespace()+"/" != f.Prefix() {
 			continue
 		}
 		var enc []byte
 		if w.attrs {
-			if w.f.matches(ev.Object) || ev.Type == backend.Modified && w.f.matches(ev.Prev) {
+			if w.f.Matches(ev.Object) || ev.Type == backend.Modified && w.f.Matches(ev.Prev) {
 				enc = w.convertWithAttributes(ev)
 			}
 			if enc != nil {
@@ -187,19 +188,19 @@ func (w *Watch) convert(evs []*logEvent) (*Batch, int) {
 		}
 		switch ev.Type {
 		case backend.Added:
-			if f.matches(ev.Object) {
+			if f.Matches(ev.Object) {
 				enc = ev.encoded()
 			}
 		case backend.Deleted:
-			if f.matches(ev.Prev) {
+			if f.Matches(ev.Prev) {
 				enc = ev.encoded()
 			}
 		case backend.Modified:
-			if !f.hasSelectors() {
+			if !f.HasSelectors() {
 				enc = ev.encoded()
 				break
 			}
-			now, before := f.matches(ev.Object), f.matches(ev.Prev)
+			now, before := f.Matches(ev.Object), f.Matches(ev.Prev)
 			switch {
 			case now && before:
 				enc = ev.encoded()
@@ -229,8 +230,8 @@ func atRevision(obj *storagev1.Object, rev int64) *storagev1.Object {
 func (w *Watch) convertWithAttributes(ev *logEvent) []byte {
 	typ := eventTypes[ev.Type]
 	obj := ev.Object
-	if ev.Type == backend.Modified && w.f.hasSelectors() {
-		switch now, before := w.f.matches(ev.Object), w.f.matches(ev.Prev); {
+	if ev.Type == backend.Modified && w.f.HasSelectors() {
+		switch now, before := w.f.Matches(ev.Object), w.f.Matches(ev.Prev); {
 		case now && !before:
 			typ = storagev1.EventType_ADDED
 		case before && !now:

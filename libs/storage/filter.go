@@ -1,4 +1,4 @@
-package cache
+package storage
 
 import (
 	"strings"
@@ -6,27 +6,31 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 )
 
-// filter selects objects by namespace, labels and fields. A nil *filter (or one with no
-// selectors) selects everything under its namespace prefix.
-type filter struct {
+// Filter selects stored objects by namespace, labels and fields, as lists and watches do: the
+// labels and fields are the index attributes writes carry (storagev1.Object's labels and
+// fields), with metadata.name and metadata.namespace implicit. The storage service's cache and
+// the gateway's list cache share it, so a selection means the same wherever it is made. A
+// Filter without selectors selects everything under its namespace.
+type Filter struct {
 	prefix string // key prefix: "<namespace>/" or "" for all namespaces
 	labels labels.Selector
 	fields fields.Selector
 }
 
-func newFilter(namespace, labelSelector, fieldSelector string) (*filter, error) {
-	f := &filter{}
+// NewFilter parses a list's or watch's namespace and selectors; a malformed selector is an
+// INVALID error naming its parameter.
+func NewFilter(namespace, labelSelector, fieldSelector string) (*Filter, error) {
+	f := &Filter{}
 	if namespace != "" {
 		f.prefix = namespace + "/"
 	}
 	if s := strings.TrimSpace(labelSelector); s != "" {
 		sel, err := labels.Parse(s)
 		if err != nil {
-			return nil, storage.NewInvalid("labelSelector", "%v", err)
+			return nil, NewInvalid("labelSelector", "%v", err)
 		}
 		if !sel.Empty() {
 			f.labels = sel
@@ -35,7 +39,7 @@ func newFilter(namespace, labelSelector, fieldSelector string) (*filter, error) 
 	if s := strings.TrimSpace(fieldSelector); s != "" {
 		sel, err := fields.ParseSelector(s)
 		if err != nil {
-			return nil, storage.NewInvalid("fieldSelector", "%v", err)
+			return nil, NewInvalid("fieldSelector", "%v", err)
 		}
 		if !sel.Empty() {
 			f.fields = sel
@@ -44,11 +48,15 @@ func newFilter(namespace, labelSelector, fieldSelector string) (*filter, error) 
 	return f, nil
 }
 
-// hasSelectors reports whether the filter looks beyond the namespace.
-func (f *filter) hasSelectors() bool { return f.labels != nil || f.fields != nil }
+// Prefix is the key prefix of the filter's namespace ("<namespace>/"), or "" for every namespace.
+func (f *Filter) Prefix() string { return f.prefix }
 
-// matches reports whether obj passes the selectors (the namespace is matched by key prefix).
-func (f *filter) matches(obj *storagev1.Object) bool {
+// HasSelectors reports whether the filter looks beyond the namespace.
+func (f *Filter) HasSelectors() bool { return f.labels != nil || f.fields != nil }
+
+// Matches reports whether obj passes the selectors (the namespace is matched by key prefix, by
+// the caller).
+func (f *Filter) Matches(obj *storagev1.Object) bool {
 	if obj == nil {
 		return false
 	}

@@ -51,7 +51,7 @@ type Config struct {
 	// Context bounds the API's background work (shared watches, controllers); it ends at shutdown.
 	Context context.Context
 	// DisableWatchHub makes every watch open its own storage watch instead of sharing one per
-	// type (upstream's --watch-cache=false).
+	// type, and every list read storage (no list cache): upstream's --watch-cache=false.
 	DisableWatchHub bool
 	// Metrics registers the API's own metrics (apiserver_requested_deprecated_apis); nil keeps
 	// them unexported.
@@ -74,8 +74,10 @@ type API struct {
 	now       func() time.Time
 	nsCache   *namespaceCache
 	hubs      hubs
-	runCtx    context.Context
-	jsonCache *jsonCache
+	// listCaches keep the types clients list in memory (listcache.go).
+	listCaches listCaches
+	runCtx     context.Context
+	jsonCache  *jsonCache
 	// deprecatedAPIs is apiserver_requested_deprecated_apis.
 	deprecatedAPIs *prometheus.GaugeVec
 	// crds is the state of the custom resource definitions' informer and controller.
@@ -122,6 +124,7 @@ func New(cfg Config) *API {
 	}
 	a.nsCache = newNamespaceCache(a)
 	a.deprecatedAPIs = newDeprecatedAPIsGauge(cfg.Metrics)
+	a.listCaches.served = newListCacheMetric(cfg.Metrics)
 	// Every served resource gets its kind's strategy, chosen by the registry.
 	a.reg.UseStrategies(a.strategies())
 	return a

@@ -150,6 +150,11 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 
 // listStored reads one page (or all) of a collection from storage, with its list metadata.
 func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*storagev1.ListResponse, metav1.ListMeta, error) {
+	if a.listCacheServes(p) {
+		if resp, err := a.listCacheFor(info.res).list(r.Context(), info.namespace, p); err == nil {
+			return resp, metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10)}, nil
+		}
+	}
 	resp, err := a.store.List(r.Context(), &storagev1.ListRequest{
 		Type: storageType(info.res), Namespace: info.namespace,
 		LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,

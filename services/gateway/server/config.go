@@ -96,7 +96,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxRequestsInflight, "max-requests-inflight", 400, "read-only requests served at once before answering 429 (0: no bound)")
 	fs.IntVar(&c.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "mutating requests served at once before answering 429 (0: no bound)")
 	fs.BoolVar(&c.Profiling, "profiling", true, "serve Go's runtime profiles at /debug/pprof/ to users allowed the non-resource URL (system:masters only by default)")
-	fs.BoolVar(&c.WatchCache, "watch-cache", true, "share one storage watch per resource type among watches that start at a known resourceVersion (decode and encode each event once)")
+	fs.BoolVar(&c.WatchCache, "watch-cache", true, "share one storage watch per resource type among watches that start at a known resourceVersion (decode and encode each event once), and keep the types clients list in memory to answer unpaged lists without reading them from storage")
 	fs.StringVar(&c.Audit.PolicyFile, "audit-policy-file", "", "audit Policy (audit."+naming.GroupSuffix+"/v1): which requests are recorded at which level; auditing is off without it")
 	fs.StringVar(&c.Audit.LogPath, "audit-log-path", "", "file the audit events are written to as JSON lines, - for standard output")
 	fs.IntVar(&c.Audit.MaxAge, "audit-log-maxage", 0, "days to keep rotated audit log files (0: no limit)")

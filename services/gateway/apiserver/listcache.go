@@ -1,0 +1,326 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"platform.io/libs/storage"
+	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/registry"
+)
+
+// The list cache keeps, per storage type that clients list, every object of the type in the
+// gateway's memory, fed by one storage watch, so an unpaged list is answered without the
+// collection crossing gRPC: upstream's watch cache, which serves lists (consistent ones too,
+// since 1.31) for the same reason. A list of 2,000 ConfigMaps otherwise costs storage its
+// encoding and the gateway its decoding, every time.
+//
+// Consistency: a list without resourceVersion asks storage for the type's current revision (a
+// small RPC) and is served once the cache has applied that revision: never older than a write
+// acknowledged before the list, as from storage. Revisions of a type are dense, so the cache has
+// applied revision r exactly when it has seen the type's event r. "0" is any state (the cache as
+// it is); a revision n is not older than n. Anything the cache cannot answer exactly (pages,
+// continue tokens, Exact matches, a cache still loading or too far behind) goes to storage,
+// which has the full history; so do selectors that do not parse, for storage's error.
+//
+// Selection uses the labels and fields storage indexes (the watch asks for them) through
+// storage.Filter, so a selector selects what it selects in storage.
+
+const (
+	// listCacheIdle: a type's cache is dropped after this long without a list.
+	listCacheIdle = 5 * time.Minute
+	// listCacheWait bounds how long a list waits for the cache to reach its revision before it
+	// asks storage instead.
+	listCacheWait = time.Second
+)
+
+type listCacheEntry struct {
+	key string // backend key order: "<namespace>/<name>"
+	obj *storagev1.Object
+}
+
+// listCache is the cached state of one storage type.
+type listCache struct {
+	a    *API
+	rt   *storagev1.ResourceType
+	name string
+
+	lastUsed atomic.Int64 // unix nanoseconds of the last list
+
+	mu      sync.RWMutex
+	ready   bool // the initial state is loaded and the watch runs
+	stopped bool
+	rev     int64
+	items   []listCacheEntry // sorted by key
+	changed chan struct{}    // closed (and replaced) whenever rev advances or the cache stops
+	cancel  context.CancelFunc
+}
+
+type listCaches struct {
+	mu     sync.Mutex
+	byType map[string]*listCache
+	// served counts the lists answered from a cache: upstream's apiserver_cache_list_total.
+	served *prometheus.CounterVec
+}
+
+func newListCacheMetric(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "apiserver_cache_list_total",
+		Help: "Number of LIST requests served from watch cache",
+	}, []string{"resource_prefix", "index"})
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
+}
+
+// listCacheFor returns the running cache of res's storage type, starting it on first use.
+func (a *API) listCacheFor(res *registry.Resource) *listCache {
+	rt := storageType(res)
+	name := "/" + rt.Resource // upstream's resource_prefix: /configmaps, /deployments.apps
+	if rt.Group != "" {
+		name += "." + rt.Group
+	}
+	a.listCaches.mu.Lock()
+	defer a.listCaches.mu.Unlock()
+	if a.listCaches.byType == nil {
+		a.listCaches.byType = map[string]*listCache{}
+	}
+	c, ok := a.listCaches.byType[name]
+	if !ok {
+		ctx, cancel := context.WithCancel(a.runCtx)
+		c = &listCache{a: a, rt: rt, name: name, changed: make(chan struct{}), cancel: cancel}
+		c.lastUsed.Store(a.now().UnixNano())
+		a.listCaches.byType[name] = c
+		go c.run(ctx)
+	}
+	return c
+}
+
+// forget removes c from the API's caches (it stopped); the next list starts a new one.
+func (c *listCache) forget() {
+	c.a.listCaches.mu.Lock()
+	if c.a.listCaches.byType[c.name] == c {
+		delete(c.a.listCaches.byType, c.name)
+	}
+	c.a.listCaches.mu.Unlock()
+}
+
+// run loads the type through one watch (its initial events, then every change) and keeps the
+// cache current until the watch ends, the API stops or the cache goes unused; then the cache is
+// dropped, and lists go to storage until one starts it again.
+func (c *listCache) run(ctx context.Context) {
+	defer c.stop()
+	stream, err := c.a.store.Watch(ctx, &storagev1.WatchRequest{
+		Type: c.rt, SendInitialEvents: true, AllowBookmarks: true, IndexAttributes: true,
+		BookmarkIntervalMs: c.a.cfg.BookmarkInterval.Milliseconds(),
+	})
+	if err != nil {
+		return
+	}
+	go c.expireWhenIdle(ctx)
+	var initial []listCacheEntry
+	for {
+		events, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		if !c.isReady() {
+			for _, ev := range events {
+				switch {
+				case ev.Type == storagev1.EventType_ADDED:
+					initial = append(initial, listCacheEntry{key: ev.Object.Namespace + "/" + ev.Object.Name, obj: ev.Object})
+				case ev.Type == storagev1.EventType_BOOKMARK && ev.InitialEventsEnd:
+					slices.SortFunc(initial, func(x, y listCacheEntry) int { return strings.Compare(x.key, y.key) })
+					c.load(initial, ev.ResourceVersion)
+					initial = nil
+				}
+			}
+			continue
+		}
+		c.apply(events)
+	}
+}
+
+func (c *listCache) isReady() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.ready
+}
+
+func (c *listCache) load(items []listCacheEntry, rev int64) {
+	c.mu.Lock()
+	c.items, c.rev, c.ready = items, rev, true
+	c.notifyLocked()
+	c.mu.Unlock()
+}
+
+func (c *listCache) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// apply applies a batch of watch events in order.
+func (c *listCache) apply(events []*storagev1.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	advanced := false
+	for _, ev := range events {
+		if ev.ResourceVersion <= c.rev {
+			continue
+		}
+		c.rev, advanced = ev.ResourceVersion, true
+		if ev.Type == storagev1.EventType_BOOKMARK {
+			continue
+		}
+		key := ev.Object.Namespace + "/" + ev.Object.Name
+		i, found := slices.BinarySearchFunc(c.items, key, func(e listCacheEntry, k string) int { return strings.Compare(e.key, k) })
+		switch {
+		case ev.Type == storagev1.EventType_DELETED:
+			if found {
+				c.items = slices.Delete(c.items, i, i+1)
+			}
+		case found:
+			c.items[i].obj = ev.Object
+		default:
+			c.items = slices.Insert(c.items, i, listCacheEntry{key: key, obj: ev.Object})
+		}
+	}
+	if advanced {
+		c.notifyLocked()
+	}
+}
+
+// expireWhenIdle stops the cache once no list has used it for listCacheIdle.
+func (c *listCache) expireWhenIdle(ctx context.Context) {
+	t := time.NewTicker(listCacheIdle / 5)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if c.a.now().Sub(time.Unix(0, c.lastUsed.Load())) > listCacheIdle {
+				c.cancel()
+				return
+			}
+		}
+	}
+}
+
+// stop ends the cache: its watch, its memory, and its place in the API.
+func (c *listCache) stop() {
+	c.cancel()
+	c.forget()
+	c.mu.Lock()
+	if !c.stopped {
+		c.stopped, c.ready, c.items = true, false, nil
+		c.notifyLocked()
+	}
+	c.mu.Unlock()
+}
+
+// waitFor waits until the cache has applied rev; false when it stops, is not ready, or does
+// not get there within timeout.
+func (c *listCache) waitFor(ctx context.Context, rev int64, timeout time.Duration) bool {
+	var timer *time.Timer
+	for {
+		c.mu.RLock()
+		ready, cur, changed := c.ready, c.rev, c.changed
+		c.mu.RUnlock()
+		if !ready {
+			return false
+		}
+		if cur >= rev {
+			return true
+		}
+		if timer == nil {
+			timer = time.NewTimer(timeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// listCacheServes reports whether the list cache may answer a list with these parameters:
+// unpaged, and at "most recent", "any" or "not older than" a revision.
+func (a *API) listCacheServes(p listParams) bool {
+	if a.cfg.DisableWatchHub || p.limit != 0 || p.continueToken != "" {
+		return false
+	}
+	switch p.match {
+	case storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_UNSPECIFIED:
+		return true
+	case storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_NOT_OLDER_THAN:
+		return p.resourceVersion != ""
+	}
+	return false
+}
+
+// errNotFromCache: the list is one the cache does not answer; storage does.
+var errNotFromCache = errors.New("not served from the list cache")
+
+// list answers an unpaged list from the cache: the selected objects in key order and the
+// revision they are at.
+func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*storagev1.ListResponse, error) {
+	c.lastUsed.Store(c.a.now().UnixNano())
+	f, err := storage.NewFilter(namespace, p.labelSelector, p.fieldSelector)
+	if err != nil {
+		return nil, errNotFromCache // storage gives the error its wording
+	}
+	if !c.isReady() {
+		return nil, errNotFromCache
+	}
+	switch p.resourceVersion {
+	case "":
+		// Most recent: at least the type's revision when the list arrived.
+		rctx, cancel := context.WithTimeout(ctx, listCacheWait)
+		cur, err := c.a.store.Revision(rctx, &storagev1.RevisionRequest{Type: c.rt})
+		cancel()
+		if err != nil || !c.waitFor(ctx, cur.GetCurrent(), listCacheWait) {
+			return nil, errNotFromCache
+		}
+	case "0":
+	default:
+		n, err := strconv.ParseInt(p.resourceVersion, 10, 64)
+		if err != nil || n < 0 || !c.waitFor(ctx, n, listCacheWait) {
+			return nil, errNotFromCache // storage says what is wrong, or waits its own time
+		}
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready {
+		return nil, errNotFromCache
+	}
+	items := c.items
+	if prefix := f.Prefix(); prefix != "" {
+		i, _ := slices.BinarySearchFunc(items, prefix, func(e listCacheEntry, k string) int { return strings.Compare(e.key, k) })
+		j := i
+		for j < len(items) && strings.HasPrefix(items[j].key, prefix) {
+			j++
+		}
+		items = items[i:j]
+	}
+	resp := &storagev1.ListResponse{ResourceVersion: c.rev, Items: make([]*storagev1.Object, 0, len(items))}
+	for _, e := range items {
+		if !f.HasSelectors() || f.Matches(e.obj) {
+			resp.Items = append(resp.Items, e.obj)
+		}
+	}
+	c.a.listCaches.served.WithLabelValues(c.name, "").Inc()
+	return resp, nil
+}

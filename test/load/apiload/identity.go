@@ -41,7 +41,7 @@ func (r *runner) setupIdentity(ctx context.Context, tr *http.Transport) error {
 		return nil
 	case identityUser:
 		r.load = &apiClient{base: r.api.base, hc: &http.Client{Transport: tr}}
-		r.subject = map[string]any{"kind": "User", "apiGroup": rbacGroup, "name": loadUser}
+		r.subject = map[string]any{"kind": "User", "apiGroup": groups.rbac, "name": loadUser}
 		return nil
 	}
 	ns := r.nsPrefix + "-identity"
@@ -54,7 +54,7 @@ func (r *runner) setupIdentity(ctx context.Context, tr *http.Transport) error {
 	if err := r.api.do(ctx, http.MethodPost, namespacePath(ns)+"/serviceaccounts", sa, http.StatusCreated, &buf); err != nil {
 		return fmt.Errorf("creating the service account: %w", err)
 	}
-	tr2 := []byte(`{"apiVersion":"authentication.platform.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":7200}}`)
+	tr2 := []byte(`{"apiVersion":"` + groups.authentication + `/v1","kind":"TokenRequest","spec":{"expirationSeconds":7200}}`)
 	if err := r.api.do(ctx, http.MethodPost, namespacePath(ns)+"/serviceaccounts/apiload/token", tr2, http.StatusCreated, &buf); err != nil {
 		return fmt.Errorf("requesting a token: %w", err)
 	}
@@ -71,9 +71,6 @@ func (r *runner) setupIdentity(ctx context.Context, tr *http.Transport) error {
 	return nil
 }
 
-// rbacGroup is where roles and bindings are served.
-const rbacGroup = "rbac.authorization.platform.io"
-
 // grant lets the non-admin identity work in ns (a Role on the measured kind and a RoleBinding),
 // and waits until the authorization service enforces it.
 func (r *runner) grant(ctx context.Context, ns string) error {
@@ -84,12 +81,12 @@ func (r *runner) grant(ctx context.Context, ns string) error {
 	if r.o.kind != configMapKind {
 		group = customGroup
 	}
-	role, _ := json.Marshal(map[string]any{"apiVersion": rbacGroup + "/v1", "kind": "Role", "metadata": map[string]any{"name": loadRole},
+	role, _ := json.Marshal(map[string]any{"apiVersion": groups.rbac + "/v1", "kind": "Role", "metadata": map[string]any{"name": loadRole},
 		"rules": []any{map[string]any{"apiGroups": []string{group}, "resources": []string{resource}, "verbs": []string{"*"}}}})
-	binding, _ := json.Marshal(map[string]any{"apiVersion": rbacGroup + "/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": loadRole},
-		"roleRef": map[string]any{"apiGroup": rbacGroup, "kind": "Role", "name": loadRole}, "subjects": []any{r.subject}})
+	binding, _ := json.Marshal(map[string]any{"apiVersion": groups.rbac + "/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": loadRole},
+		"roleRef": map[string]any{"apiGroup": groups.rbac, "kind": "Role", "name": loadRole}, "subjects": []any{r.subject}})
 	var buf bytes.Buffer
-	base := "/apis/" + rbacGroup + "/v1/namespaces/" + ns
+	base := "/apis/" + groups.rbac + "/v1/namespaces/" + ns
 	if err := r.api.do(ctx, http.MethodPost, base+"/roles", role, http.StatusCreated, &buf); err != nil {
 		return fmt.Errorf("granting the %s identity: %w", r.o.identity, err)
 	}

@@ -84,9 +84,6 @@ func (k *objectKind) appendObject(b []byte, name, rv string, extra ...string) []
 const (
 	// customGroup is the custom kind's group; custom groups keep their names on Platform.
 	customGroup = "apiload.example.com"
-	// crdsPath is where CustomResourceDefinitions are served (upstream's apiextensions.k8s.io,
-	// renamed).
-	crdsPath = "/apis/apiextensions.platform.io/v1/customresourcedefinitions"
 	// crdServeTimeout bounds the wait for a definition's kind to be served.
 	crdServeTimeout = 30 * time.Second
 	// crdGoneTimeout bounds the wait for a definition being deleted (by an earlier run) to go.
@@ -95,12 +92,13 @@ const (
 	pollInterval = 50 * time.Millisecond
 )
 
-// customCRD defines customKind: namespaced, one version, and a schema in which data is a map of
-// strings, as a ConfigMap's is. The map is granular (the default, spelled out), so a server-side
-// apply owns and merges its keys one by one, as it does a ConfigMap's; the schema has no other
-// list or map marker.
-var customCRD = []byte(`{
-  "apiVersion": "apiextensions.platform.io/v1",
+// customCRD defines customKind in the server's apiextensions group: namespaced, one version, and
+// a schema in which data is a map of strings, as a ConfigMap's is. The map is granular (the
+// default, spelled out), so a server-side apply owns and merges its keys one by one, as it does a
+// ConfigMap's; the schema has no other list or map marker.
+func customCRD() []byte {
+	return []byte(`{
+  "apiVersion": "` + groups.apiextensions + `/v1",
   "kind": "CustomResourceDefinition",
   "metadata": {"name": "` + customKind.crd + `", "labels": {"app.kubernetes.io/managed-by": "apiload"}},
   "spec": {
@@ -120,6 +118,7 @@ var customCRD = []byte(`{
     }]
   }
 }`)
+}
 
 // crdObject is the part of a CustomResourceDefinition the tool reads.
 type crdObject struct {
@@ -201,7 +200,7 @@ func (r *runner) defineKind(ctx context.Context) error {
 	var buf bytes.Buffer
 	switch {
 	case c == nil:
-		err := r.api.do(ctx, http.MethodPost, crdsPath, customCRD, http.StatusCreated, &buf)
+		err := r.api.do(ctx, http.MethodPost, crdsPath, customCRD(), http.StatusCreated, &buf)
 		if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusConflict {
 			// Defined meanwhile by someone else: theirs to delete.
 			fmt.Fprintf(r.progress, "apiload: reusing the CustomResourceDefinition %s, defined meanwhile (it stays)\n", k.crd)

@@ -409,6 +409,12 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 		fmt.Fprintln(stderr, "apiload:", err)
 		return exitUsage
 	}
+	g, err := api.discoverGroups(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "apiload:", err)
+		return exitUsage
+	}
+	useGroups(g)
 
 	prefix := o.namespace
 	if prefix == "" {
@@ -434,7 +440,16 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	}
 	loadTr := newTransport(loadTLS, o.http1, conns)
 	defer loadTr.CloseIdleConnections()
+	// cleanup deletes what the run created, however far it got.
+	cleanup := func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		if err := r.cleanup(cctx); err != nil {
+			fmt.Fprintln(stderr, "apiload: deleting what the run created:", err)
+		}
+	}
 	if err := r.setupIdentity(ctx, loadTr); err != nil {
+		cleanup()
 		fmt.Fprintln(stderr, "apiload:", err)
 		return exitUsage
 	}
@@ -472,12 +487,7 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 		fmt.Fprintln(stderr, header)
 	}
 	runErr := r.run(ctx)
-
-	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
-	defer ccancel()
-	if err := r.cleanup(cctx); err != nil {
-		fmt.Fprintln(stderr, "apiload: deleting what the run created:", err)
-	}
+	cleanup()
 	if runErr != nil {
 		// What was measured before the error is still worth seeing.
 		writeTable(stderr, r.rows)

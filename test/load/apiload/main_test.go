@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"platform.io/libs/naming"
 	"platform.io/test/stack"
 )
 
@@ -256,6 +257,9 @@ func TestCustomKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if g := discoverOn(t, s); g.apiextensions != naming.Group("apiextensions.k8s.io") {
+		t.Fatalf("the server's apiextensions group is %s, want %s", g.apiextensions, naming.Group("apiextensions.k8s.io"))
+	}
 	crdURL := s.URL + crdsPath + "/" + customKind.crd
 	// getCRD returns the definition's status code and whether it is being deleted.
 	getCRD := func() (int, bool) {
@@ -289,7 +293,7 @@ func TestCustomKind(t *testing.T) {
 	}
 
 	// A definition that exists is reused, and stays.
-	resp, err := client.Post(s.URL+crdsPath, "application/json", bytes.NewReader(customCRD))
+	resp, err := client.Post(s.URL+crdsPath, "application/json", bytes.NewReader(customCRD()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,11 +325,11 @@ func TestCustomKind(t *testing.T) {
 // allowed by a RoleBinding the tool creates; the custom kind works too. Admin-only setup is not
 // affected, and a denied identity is reported, not measured.
 func TestIdentities(t *testing.T) {
-	for _, tc := range []struct{ start, identity, kind string }{
-		{"allinone", "serviceaccount", "configmap"},
-		{"split", "user", "custom"},
+	for _, tc := range []struct{ start, identity, kind, webhook string }{
+		{"allinone", "serviceaccount", "configmap", "noop"},
+		{"split", "user", "custom", ""},
 	} {
-		code, out := runTool(t, "--start="+tc.start, "--identity="+tc.identity, "--kind="+tc.kind, "--scenario=create,get,patch,list",
+		code, out := runTool(t, "--start="+tc.start, "--identity="+tc.identity, "--kind="+tc.kind, "--webhook="+tc.webhook, "--scenario=create,get,patch,list",
 			"--objects=20", "--clients=2", "--duration=500ms", "--warmup=100ms")
 		wantRows(t, code, out, map[string][]int{"create": {2}, "get": {2}, "patch": {2}, "list": {2}})
 		if !strings.Contains(out, "; as "+tc.identity) {

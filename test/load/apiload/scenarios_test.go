@@ -114,12 +114,15 @@ func TestCustomCRD(t *testing.T) {
 			} `json:"versions"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal(customCRD, &crd); err != nil {
+	saved := groups
+	t.Cleanup(func() { useGroups(saved) })
+	useGroups(apiGroups{apiextensions: "apiextensions.example.io"})
+	if err := json.Unmarshal(customCRD(), &crd); err != nil {
 		t.Fatalf("the definition is not JSON: %v", err)
 	}
 	k := customKind
 	sp := crd.Spec
-	if crd.APIVersion != "apiextensions.platform.io/v1" || crd.Kind != "CustomResourceDefinition" || crd.Metadata.Name != k.crd ||
+	if crd.APIVersion != "apiextensions.example.io/v1" || crd.Kind != "CustomResourceDefinition" || crd.Metadata.Name != k.crd ||
 		crd.Metadata.Name != sp.Names.Plural+"."+sp.Group || sp.Names.Plural != k.resource || sp.Names.Kind != k.kind ||
 		sp.Group+"/v1" != k.apiVersion || sp.Scope != "Namespaced" || len(sp.Versions) != 1 || sp.Versions[0].Name != "v1" ||
 		!sp.Versions[0].Served || !sp.Versions[0].Storage {

@@ -15,9 +15,6 @@ import (
 	"platform.io/libs/pki"
 )
 
-// webhookConfigurations is where apiload registers its webhook.
-const webhookConfigurations = "/apis/admissionregistration.platform.io/v1/validatingwebhookconfigurations"
-
 // noopWebhook is an admission webhook that allows everything (--webhook=noop): an HTTPS server on
 // loopback with a CA of its own, registered for the measured kind's writes in the run's
 // namespaces, so a run measures what one matching webhook adds to every write.
@@ -82,7 +79,7 @@ func (h *noopWebhook) register(ctx context.Context, api *apiClient, kind *object
 		group = kind.apiVersion[:len(kind.apiVersion)-len("/v1")]
 	}
 	cfg := map[string]any{
-		"apiVersion": "admissionregistration.platform.io/v1", "kind": "ValidatingWebhookConfiguration",
+		"apiVersion": groups.admissionregistration + "/v1", "kind": "ValidatingWebhookConfiguration",
 		"metadata": map[string]any{"name": name},
 		"webhooks": []any{map[string]any{
 			"name":                    "noop.apiload.platform.io",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -135,5 +136,30 @@ func TestCPUSample(t *testing.T) {
 	}
 	if name, _, _, ok := readProcStat("/proc/self/stat"); !ok || name == "" {
 		t.Errorf("readProcStat(/proc/self/stat) = %q, %v", name, ok)
+	}
+}
+
+// --meter adds running processes the tool did not start, by command name.
+func TestCPUSampleMeters(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("CPU accounting reads /proc (Linux)")
+	}
+	// A sleep that is not the test's child: its shell exits at once.
+	if err := exec.Command("sh", "-c", "sleep 5 >/dev/null 2>&1 &").Run(); err != nil {
+		t.Fatal(err)
+	}
+	named := func(s cpuSample) bool {
+		for _, p := range s.ticks {
+			if p.name == "sleep" {
+				return true
+			}
+		}
+		return false
+	}
+	if !named(sampleCPU("sleep")) {
+		t.Error("a process named by --meter is not sampled")
+	}
+	if named(sampleCPU()) {
+		t.Error("a process that is neither the tool's child nor named is sampled")
 	}
 }

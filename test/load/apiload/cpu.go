@@ -84,7 +84,10 @@ func readMachineStat() (busy, irq, all uint64, ok bool) {
 	return busy, irq, all, true
 }
 
-func sampleCPU() cpuSample {
+// sampleCPU samples this process, the processes it started, and every process whose command
+// name is one of also (--meter: a server the tool did not start, such as an upstream
+// kube-apiserver and its etcd).
+func sampleCPU(also ...string) cpuSample {
 	s := cpuSample{at: time.Now(), ticks: map[int]procTicks{}}
 	s.busy, s.irq, s.all, _ = readMachineStat()
 	self := os.Getpid()
@@ -96,7 +99,7 @@ func sampleCPU() cpuSample {
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range paths {
 		name, ppid, t, ok := readProcStat(p)
-		if !ok || ppid != self {
+		if !ok || ppid != self && !slices.Contains(also, name) {
 			continue
 		}
 		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))

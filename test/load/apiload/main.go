@@ -111,6 +111,9 @@ type options struct {
 	// webhook is "noop" to register a webhook that allows everything for the measured writes;
 	// admission is "off" to start the stack with every admission plugin disabled.
 	webhook, admission string
+	// meter names processes (by command name) whose CPU each run reports, beside the tool's
+	// own and the started stack's.
+	meter []string
 	// profileDir receives CPU profiles of the started stack's gateway and storage per run.
 	profileDir string
 	// metricsURLs are the started stack's services' /metrics URLs (with --profile-dir).
@@ -150,6 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.authorizationMode, "authorization-mode", "", "with --start: the stack's --authorization-mode (default: the services' default, Node,RBAC)")
 	fs.StringVar(&o.webhook, "webhook", "", "noop: register a validating webhook (HTTPS on loopback, allows everything) for the measured kind's writes")
 	fs.StringVar(&o.admission, "admission", "default", "with --start: default (the spec's default plugins) or off (every default plugin disabled: no write is sent to admission)")
+	meter := fs.String("meter", "", "comma-separated command names of running processes whose CPU use each run reports (e.g. kube-apiserver,etcd for a server apiload did not start)")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "with --start: write a CPU profile of the gateway and of the storage service (split) for every measured run into this directory (go tool pprof reads them)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -179,6 +183,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--admission=off needs --start")
 	case o.profileDir != "" && o.start == "":
 		return nil, errors.New("--profile-dir needs --start")
+	}
+	for m := range strings.SplitSeq(*meter, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			o.meter = append(o.meter, m)
+		}
 	}
 	if o.server != "" {
 		if err := checkServerURL(o.server); err != nil {
@@ -420,7 +429,7 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	if prefix == "" {
 		prefix = "apiload-" + strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
 	}
-	r := &runner{o: o, api: api, nsPrefix: prefix, progress: stderr, meterCPU: started != "" && runtime.GOOS == "linux"}
+	r := &runner{o: o, api: api, nsPrefix: prefix, progress: stderr, meterCPU: (started != "" || len(o.meter) > 0) && runtime.GOOS == "linux"}
 	if o.profileDir != "" {
 		r.profiles = profileTargets(api, o.metricsURLs)
 	}

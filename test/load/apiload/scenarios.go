@@ -223,12 +223,12 @@ func (r *runner) meterWindow(ctx context.Context, from, stop time.Time) <-chan s
 			ch <- ""
 			return
 		}
-		a := sampleCPU()
+		a := sampleCPU(r.o.meter...)
 		if !sleepUntil(ctx, stop) {
 			ch <- ""
 			return
 		}
-		ch <- cpuNote(a, sampleCPU())
+		ch <- cpuNote(a, sampleCPU(r.o.meter...))
 	}()
 	return ch
 }

@@ -85,8 +85,8 @@ func readMachineStat() (busy, irq, all uint64, ok bool) {
 }
 
 // sampleCPU samples this process, the processes it started, and every process whose command
-// name is one of also (--meter: a server the tool did not start, such as an upstream
-// kube-apiserver and its etcd).
+// name starts with one of also (--meter: a server the tool did not start, such as an upstream
+// kube-apiserver and its etcd; the kernel keeps 15 bytes of a command name).
 func sampleCPU(also ...string) cpuSample {
 	s := cpuSample{at: time.Now(), ticks: map[int]procTicks{}}
 	s.busy, s.irq, s.all, _ = readMachineStat()
@@ -99,7 +99,7 @@ func sampleCPU(also ...string) cpuSample {
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range paths {
 		name, ppid, t, ok := readProcStat(p)
-		if !ok || ppid != self && !slices.Contains(also, name) {
+		if !ok || ppid != self && !slices.ContainsFunc(also, func(prefix string) bool { return strings.HasPrefix(name, prefix) }) {
 			continue
 		}
 		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))

@@ -153,7 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.authorizationMode, "authorization-mode", "", "with --start: the stack's --authorization-mode (default: the services' default, Node,RBAC)")
 	fs.StringVar(&o.webhook, "webhook", "", "noop: register a validating webhook (HTTPS on loopback, allows everything) for the measured kind's writes")
 	fs.StringVar(&o.admission, "admission", "default", "with --start: default (the spec's default plugins) or off (every default plugin disabled: no write is sent to admission)")
-	meter := fs.String("meter", "", "comma-separated command names of running processes whose CPU use each run reports (e.g. kube-apiserver,etcd for a server apiload did not start)")
+	meter := fs.String("meter", "", "comma-separated command-name prefixes of running processes whose CPU use each run reports (e.g. kube-apiserver,etcd for a server apiload did not start)")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "with --start: write a CPU profile of the gateway and of the storage service (split) for every measured run into this directory (go tool pprof reads them)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

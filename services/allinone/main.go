@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -24,6 +25,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "certs" { // `platform certs`: the split stack's service PKI
 		os.Exit(certs.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	runtime.GOMAXPROCS(syncProcs(os.Getenv("GOMAXPROCS")))
 	cfg := defaultConfig()
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)

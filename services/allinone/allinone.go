@@ -227,7 +227,9 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	}
 
 	gc.Storage.Address, gc.Authn.Address, gc.Authz.Address, gc.Admission.Address = sc.Listen, ac.Listen, zc.Listen, dc.Listen
-	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy}, log.With("service", "gateway"))
+	// The gateway calls storage in process (no gRPC transport on its hottest path); the other
+	// services still use the socket.
+	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy, StorageConn: p.storage.InProcess()}, log.With("service", "gateway"))
 	if err != nil {
 		return nil, fmt.Errorf("starting the gateway: %w", err)
 	}

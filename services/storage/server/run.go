@@ -31,6 +31,7 @@ type Server struct {
 	log      *slog.Logger
 	be       backend.Backend
 	srv      *service.Server
+	inproc   *service.InProcess
 	cancel   context.CancelFunc // ends the cache readers, compactor and health probe
 	stopping context.CancelFunc // ends the watches
 	stopOnce sync.Once
@@ -84,14 +85,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	stoppingCtx, stopping := context.WithCancel(context.Background())
 	var m *metrics
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return m.unary(ctx, req, info, h)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return m.stream(srv, ss, info, h)
+	}
 	srv, err := service.NewServer("storage", cfg.ServerConfig, log,
 		grpc.ForceServerCodecV2(newWireCodec()),
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			return m.unary(ctx, req, info, h)
-		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			return m.stream(srv, ss, info, h)
-		}),
+		grpc.ChainUnaryInterceptor(unary),
+		grpc.ChainStreamInterceptor(stream),
 		grpc.MaxRecvMsgSize(storage.MaxMessageBytes),
 		grpc.MaxSendMsgSize(storage.MaxMessageBytes),
 	)
@@ -115,9 +118,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("load storage cache: %w", err)
 	}
 	m = newMetrics(srv.Metrics, c)
-	storagev1.RegisterStorageServer(srv.GRPC, &Service{be: be, cache: c, log: log, stopping: stoppingCtx})
+	svc := &Service{be: be, cache: c, log: log, stopping: stoppingCtx}
+	storagev1.RegisterStorageServer(srv.GRPC, svc)
+	// The same service, codec and interceptors (and the health service) without the socket, for
+	// clients in this process.
+	inproc := srv.NewInProcess(service.InProcessOptions{Codec: newWireCodec(),
+		Unary: []grpc.UnaryServerInterceptor{unary}, Stream: []grpc.StreamServerInterceptor{stream}})
+	storagev1.RegisterStorageServer(inproc, svc)
 
-	s := &Server{cfg: cfg, log: log, be: be, srv: srv, cancel: cancel, stopping: stopping}
+	s := &Server{cfg: cfg, log: log, be: be, srv: srv, inproc: inproc, cancel: cancel, stopping: stopping}
 	go c.RunCompactor(runCtx, cache.Retention{Duration: cfg.HistoryRetention, MaxEvents: cfg.HistoryMaxEvents, Interval: cfg.CompactionInterval})
 	srv.Serve()
 	go s.probe(runCtx)
@@ -158,6 +167,11 @@ func (s *Server) probe(ctx context.Context) {
 // Addr is the address the gRPC API listens on.
 func (s *Server) Addr() net.Addr { return s.srv.Addr() }
 
+// InProcess is a connection to this service for clients in the same process: it calls the
+// handlers directly (through the same codec and interceptors as the listener, health included),
+// without the listener's gRPC transport. It fails with Unavailable once the service stops.
+func (s *Server) InProcess() grpc.ClientConnInterface { return s.inproc }
+
 // Done is closed with Serve's result if the gRPC server stops on its own.
 func (s *Server) Done() <-chan error { return s.srv.Done() }
 
@@ -167,6 +181,7 @@ func (s *Server) Done() <-chan error { return s.srv.Done() }
 func (s *Server) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
 		s.srv.Stop(ctx, s.stopping)
+		s.inproc.Stop(ctx)
 		s.cancel()
 		if err := s.be.Close(); err != nil {
 			s.log.Warn("closing storage backend", "err", err)

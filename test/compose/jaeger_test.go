@@ -79,22 +79,23 @@ func TestComposeJaeger(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "writer", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "writer", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa := rest.AnonymousClientConfig(admin)
-	sa.BearerToken = tr.Status.Token
-	client, err := rest.HTTPClientFor(sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client.Timeout = 30 * time.Second
-
-	// The RBAC grant reaches the authorization service through its watch: retry until 201.
+	// The RBAC grant reaches the authorization service through its watch: retry until 201. Each
+	// attempt has a token of its own: the gateway keeps a token's authentication for a while, so
+	// a retry with the same token would have no authentication span.
 	var traceID string
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; traceID == ""; i++ {
+		tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "writer", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa := rest.AnonymousClientConfig(admin)
+		sa.BearerToken = tr.Status.Token
+		client, err := rest.HTTPClientFor(sa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client.Timeout = 30 * time.Second
 		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"traced-%d"}}`, i)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, sa.Host+"/api/v1/namespaces/"+ns+"/configmaps", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

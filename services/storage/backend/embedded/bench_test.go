@@ -42,28 +42,10 @@ func benchmarkUpdates(b *testing.B, writers int) {
 					b.Fatal(err)
 				}
 			}
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for w := 0; w < writers; w++ {
-				n := b.N / writers
-				if w < b.N%writers {
-					n++
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					o := &storagev1.Object{Namespace: "bench", Name: fmt.Sprint("w", w), Value: value}
-					for i := 0; i < n; i++ {
-						if _, err := be.Update(ctx, pods, o, nil); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "writes/s")
+			runWriters(b, writers, func(w, _ int) error {
+				_, err := be.Update(ctx, pods, &storagev1.Object{Namespace: "bench", Name: fmt.Sprint("w", w), Value: value}, nil)
+				return err
+			})
 		})
 	}
 }
@@ -79,6 +61,15 @@ func BenchmarkConcurrentCreates(b *testing.B) {
 	ctx := context.Background()
 	be := newBackend(b, groupCommit)
 	value := make([]byte, 300)
+	runWriters(b, writers, func(w, i int) error {
+		_, err := be.Create(ctx, pods, &storagev1.Object{Namespace: "bench", Name: fmt.Sprintf("c%d-w%d-%d", writers, w, i), Value: value})
+		return err
+	})
+}
+
+// runWriters splits b.N writes among writers concurrent goroutines, write(w, i) being writer w's
+// i-th, and reports the rate.
+func runWriters(b *testing.B, writers int, write func(w, i int) error) {
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -87,17 +78,14 @@ func BenchmarkConcurrentCreates(b *testing.B) {
 		if w < b.N%writers {
 			n++
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < n; i++ {
-				o := &storagev1.Object{Namespace: "bench", Name: fmt.Sprintf("c%d-w%d-%d", writers, w, i), Value: value}
-				if _, err := be.Create(ctx, pods, o); err != nil {
+				if err := write(w, i); err != nil {
 					b.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "writes/s")

@@ -12,17 +12,24 @@ import (
 	"platform.io/libs/pki"
 )
 
-// readKubeconfig reads the files pki.WriteKubeconfig writes (inline data), and kubeconfigs that
-// refer to files relative to their own directory, choosing the current context.
-func TestReadKubeconfig(t *testing.T) {
+// testAdmin is a test CA and an admin client certificate (system:masters) it issued.
+func testAdmin(t *testing.T) (ca *pki.CA, certPEM, keyPEM []byte) {
+	t.Helper()
 	ca, err := pki.NewCA("apiload-test-ca", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, key, err := ca.IssueClient("admin", []string{"system:masters"}, time.Hour)
+	certPEM, keyPEM, err = ca.IssueClient("admin", []string{"system:masters"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca, certPEM, keyPEM
+}
+
+// readKubeconfig reads the files pki.WriteKubeconfig writes (inline data), and kubeconfigs that
+// refer to files relative to their own directory, choosing the current context.
+func TestReadKubeconfig(t *testing.T) {
+	ca, cert, key := testAdmin(t)
 	dir := t.TempDir()
 	inline := filepath.Join(dir, "inline.kubeconfig")
 	if err := pki.WriteKubeconfig(inline, pki.Kubeconfig{ClusterName: "c", UserName: "admin", Server: "https://127.0.0.1:6443",

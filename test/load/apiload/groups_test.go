@@ -13,10 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"platform.io/libs/naming"
-	"platform.io/libs/pki"
 	"platform.io/test/stack"
 )
 
@@ -131,14 +129,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // A setup that fails (the TokenRequest is refused) is a setup error, and the namespace it created
 // is deleted; the TokenRequest is in the authentication group the server's discovery lists.
 func TestFailedSetupCleansUp(t *testing.T) {
-	ca, err := pki.NewCA("apiload-test-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key, err := ca.IssueClient("admin", []string{"system:masters"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cert, key := testAdmin(t)
 	for _, tc := range []struct {
 		list        []byte
 		wantVersion string

@@ -88,7 +88,9 @@ func TestPodsRun(t *testing.T) {
 			containers[ct["name"].(string)] = ct
 		}
 	}
+	var started []string
 	start := func(name string) {
+		started = append(started, name)
 		ct := containers[name]
 		if ct == nil {
 			t.Fatalf("no %s container rendered", name)
@@ -122,8 +124,14 @@ func TestPodsRun(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				log, _ := os.ReadFile(filepath.Join(logDir, name+".log"))
-				t.Fatalf("%s never became ready: %v\n--- its log ---\n%s", name, err, lastLines(string(log), 20))
+				// Every started container's log: the cause is often a peer (a gateway that
+				// cannot reach authorization fails the controllers' readiness).
+				var logs strings.Builder
+				for _, other := range started {
+					log, _ := os.ReadFile(filepath.Join(logDir, other+".log"))
+					fmt.Fprintf(&logs, "\n--- %s's log ---\n%s", other, lastLines(string(log), 20))
+				}
+				t.Fatalf("%s never became ready: %v%s", name, err, logs.String())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

@@ -59,10 +59,7 @@ func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch,
 		return nil, err
 	}
 	w := &Watch{tc: tc, f: f, pos: start, bookmarks: req.GetAllowBookmarks(), attrs: req.GetIndexAttributes()}
-	view := ReadView
-	if w.attrs {
-		view = func(o *storagev1.Object) *storagev1.Object { return o }
-	}
+
 	withInitial := kind != rvExact || req.GetSendInitialEvents()
 
 	tc.mu.Lock()
@@ -75,7 +72,7 @@ func (c *Cache) Watch(ctx context.Context, req *storagev1.WatchRequest) (*Watch,
 	if withInitial {
 		tc.ix.scan(f.Prefix(), "", start, func(_ string, v *version) bool {
 			if f.Matches(v.obj) {
-				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: view(v.obj), ResourceVersion: v.rev})
+				w.initial = append(w.initial, &storagev1.Event{Type: storagev1.EventType_ADDED, Object: w.view(v.obj), ResourceVersion: v.rev})
 			}
 			return true
 		})
@@ -175,68 +172,61 @@ func (w *Watch) convert(evs []*logEvent) (*Batch, int) {
 		if f.Prefix() != "" && ev.Object.GetNamespace()+"/" != f.Prefix() {
 			continue
 		}
-		var enc []byte
-		if w.attrs {
-			if w.f.Matches(ev.Object) || ev.Type == backend.Modified && w.f.Matches(ev.Prev) {
-				enc = w.convertWithAttributes(ev)
-			}
-			if enc != nil {
-				out.Events = append(out.Events, enc)
-				size += len(enc)
-			}
-			continue
-		}
+		var typ storagev1.EventType
+		obj := ev.Object
 		switch ev.Type {
 		case backend.Added:
 			if f.Matches(ev.Object) {
-				enc = ev.encoded()
+				typ = storagev1.EventType_ADDED
 			}
 		case backend.Deleted:
 			if f.Matches(ev.Prev) {
-				enc = ev.encoded()
+				typ = storagev1.EventType_DELETED
 			}
 		case backend.Modified:
-			if !f.HasSelectors() {
-				enc = ev.encoded()
-				break
+			now, before := true, true
+			if f.HasSelectors() {
+				now, before = f.Matches(ev.Object), f.Matches(ev.Prev)
 			}
-			now, before := f.Matches(ev.Object), f.Matches(ev.Prev)
 			switch {
 			case now && before:
-				enc = ev.encoded()
+				typ = storagev1.EventType_MODIFIED
 			case now:
-				enc = encodeEvent(&storagev1.Event{Type: storagev1.EventType_ADDED, Object: ReadView(ev.Object), ResourceVersion: ev.Revision})
+				typ = storagev1.EventType_ADDED
 			case before:
-				enc = encodeEvent(&storagev1.Event{Type: storagev1.EventType_DELETED, Object: atRevision(ev.Prev, ev.Revision), ResourceVersion: ev.Revision})
+				typ, obj = storagev1.EventType_DELETED, atRevision(ev.Prev, ev.Revision)
 			}
 		}
-		if enc != nil {
-			out.Events = append(out.Events, enc)
-			size += len(enc)
+		if typ == storagev1.EventType_EVENT_TYPE_UNSPECIFIED {
+			continue
 		}
+		enc := w.encode(ev, typ, obj)
+		out.Events = append(out.Events, enc)
+		size += len(enc)
 	}
 	return out, len(evs)
+}
+
+// encode is ev as this watch sends it, typ of obj: the encoding every watch of the type shares
+// when it sends the event as it is, read view and all; one of its own otherwise (a selection
+// transition, or a watch of index attributes).
+func (w *Watch) encode(ev *logEvent, typ storagev1.EventType, obj *storagev1.Object) []byte {
+	if !w.attrs && typ == eventTypes[ev.Type] && obj == ev.Object {
+		return ev.encoded()
+	}
+	return encodeEvent(&storagev1.Event{Type: typ, Object: w.view(obj), ResourceVersion: ev.Revision})
+}
+
+// view is obj as this watch sends it: the read view, or obj itself with its index attributes.
+func (w *Watch) view(obj *storagev1.Object) *storagev1.Object {
+	if w.attrs {
+		return obj
+	}
+	return ReadView(obj)
 }
 
 // atRevision is obj's read view at another revision (the shared parts are immutable).
 func atRevision(obj *storagev1.Object, rev int64) *storagev1.Object {
 	return &storagev1.Object{Namespace: obj.GetNamespace(), Name: obj.GetName(), Value: obj.GetValue(),
 		ResourceVersion: rev, Uid: obj.GetUid()}
-}
-
-// convertWithAttributes encodes ev, with its objects' labels and fields, for a watch of
-// index attributes; as convert, a modification moving an object into the selection is an ADDED
-// and one moving it out a DELETED.
-func (w *Watch) convertWithAttributes(ev *logEvent) []byte {
-	typ := eventTypes[ev.Type]
-	obj := ev.Object
-	if ev.Type == backend.Modified && w.f.HasSelectors() {
-		switch now, before := w.f.Matches(ev.Object), w.f.Matches(ev.Prev); {
-		case now && !before:
-			typ = storagev1.EventType_ADDED
-		case before && !now:
-			typ, obj = storagev1.EventType_DELETED, atRevision(ev.Prev, ev.Revision)
-		}
-	}
-	return encodeEvent(&storagev1.Event{Type: typ, Object: obj, ResourceVersion: ev.Revision})
 }

@@ -96,9 +96,18 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Build compiles the service binaries and the all-in-one once per process.
+// Build compiles the service binaries and the all-in-one once per process. With
+// PLATFORM_BIN_DIR set it uses the binaries in that directory instead (built earlier, for
+// example from another commit, to compare two builds in one session).
 func Build() (string, error) {
 	buildOnce.Do(func() {
+		if dir := os.Getenv("PLATFORM_BIN_DIR"); dir != "" {
+			buildDir, buildErr = dir, nil
+			if _, err := os.Stat(filepath.Join(dir, "gateway")); err != nil {
+				buildDir, buildErr = "", fmt.Errorf("PLATFORM_BIN_DIR: %w", err)
+			}
+			return
+		}
 		buildDir, buildErr = os.MkdirTemp("", "platform-bin-")
 		if buildErr != nil {
 			return
@@ -116,7 +125,7 @@ func Build() (string, error) {
 // CleanupBuild removes the binaries Build compiled; call it from TestMain after the tests (each
 // test process builds its own copy, about 130 MB).
 func CleanupBuild() {
-	if buildDir != "" {
+	if buildDir != "" && os.Getenv("PLATFORM_BIN_DIR") == "" {
 		_ = os.RemoveAll(buildDir)
 	}
 }

@@ -25,7 +25,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "certs" { // `platform certs`: the split stack's service PKI
 		os.Exit(certs.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	runtime.GOMAXPROCS(syncProcs(os.Getenv("GOMAXPROCS")))
+	runtime.GOMAXPROCS(service.SyncProcs(os.Getenv("GOMAXPROCS"))) // its writes wait in fdatasync
 	cfg := defaultConfig()
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -192,6 +193,10 @@ func (s *Server) Stop(ctx context.Context) {
 
 // Run serves until ctx ends, then shuts down within the configured timeout.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Backend == "embedded" {
+		// Writes wait in fdatasync, holding their P (see service.SyncProcs).
+		runtime.GOMAXPROCS(service.SyncProcs(os.Getenv("GOMAXPROCS")))
+	}
 	s, err := Start(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"runtime"
@@ -7,10 +7,10 @@ import (
 
 func TestSyncProcs(t *testing.T) {
 	n := runtime.GOMAXPROCS(0)
-	if got := syncProcs(""); got != n+1 {
+	if got := SyncProcs(""); got != n+1 {
 		t.Errorf("GOMAXPROCS unset: %d Ps, want %d (one more than the runtime's %d)", got, n+1, n)
 	}
-	if got := syncProcs("3"); got != n {
+	if got := SyncProcs("3"); got != n {
 		t.Errorf("GOMAXPROCS=3: %d Ps, want the runtime's own %d (it read the variable)", got, n)
 	}
 }

@@ -30,6 +30,7 @@ type Options struct {
 // Server is a running admission service.
 type Server struct {
 	srv    *service.Server
+	inproc *service.InProcess
 	svc    *Service
 	conns  []*grpc.ClientConn
 	cancel context.CancelFunc
@@ -113,6 +114,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	}
 	s.svc = &Service{chain: chain, ready: ready, interest: newInterestState(chain), log: log, metrics: m}
 	admissionv1.RegisterAdmissionServer(srv.GRPC, s.svc)
+	// The same service (and the health service) without the socket, for clients in this process.
+	s.inproc = srv.NewInProcess(service.InProcessOptions{})
+	admissionv1.RegisterAdmissionServer(s.inproc, s.svc)
 	s.srv = srv
 	srv.ServeUnready()
 	go s.svc.interest.follow(runCtx)
@@ -137,10 +141,17 @@ func (s *Server) closeConns() {
 // Addr is the address the gRPC API listens on.
 func (s *Server) Addr() net.Addr { return s.srv.Addr() }
 
-// Stop shuts down gracefully: interest streams end, in-flight calls finish within ctx.
+// InProcess is a connection to this service for clients in the same process (the all-in-one): it
+// calls the handlers directly (through the same interceptors as the listener, health included),
+// without the listener's gRPC transport. It fails with Unavailable once the service stops.
+func (s *Server) InProcess() grpc.ClientConnInterface { return s.inproc }
+
+// Stop shuts down gracefully: interest streams end, in-flight calls (in-process ones included)
+// finish within ctx.
 func (s *Server) Stop(ctx context.Context) {
 	s.once.Do(func() {
 		s.srv.Stop(ctx, s.svc.interest.stop)
+		s.inproc.Stop(ctx)
 		s.cancel()
 		s.closeConns()
 		s.log.Info("admission service stopped")

@@ -22,6 +22,7 @@ type Options struct {
 // Server is a running authentication service.
 type Server struct {
 	srv    *service.Server
+	inproc *service.InProcess
 	conn   *grpc.ClientConn
 	cancel context.CancelFunc
 	log    *slog.Logger
@@ -64,6 +65,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		metrics:        newMetrics(srv.Metrics),
 	}
 	authnv1.RegisterAuthenticationServer(srv.GRPC, svc)
+	// The same service (and the health service) without the socket, for clients in this process.
+	s.inproc = srv.NewInProcess(service.InProcessOptions{})
+	authnv1.RegisterAuthenticationServer(s.inproc, svc)
 	s.srv = srv
 	srv.Serve()
 	return s, nil
@@ -81,10 +85,16 @@ func (s *Server) close() {
 // Addr is the address the gRPC API listens on.
 func (s *Server) Addr() net.Addr { return s.srv.Addr() }
 
-// Stop shuts down gracefully: in-flight calls finish within ctx.
+// InProcess is a connection to this service for clients in the same process (the all-in-one): it
+// calls the handlers directly (through the same interceptors as the listener, health included),
+// without the listener's gRPC transport. It fails with Unavailable once the service stops.
+func (s *Server) InProcess() grpc.ClientConnInterface { return s.inproc }
+
+// Stop shuts down gracefully: in-flight calls, in-process ones included, finish within ctx.
 func (s *Server) Stop(ctx context.Context) {
 	s.once.Do(func() {
 		s.srv.Stop(ctx, nil)
+		s.inproc.Stop(ctx)
 		s.close()
 		s.log.Info("authentication service stopped")
 	})

@@ -26,6 +26,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // env is a running authentication service with a client certificate CA, a token file and
 // service account keys. Storage is an address where nothing listens: every lookup fails.
 type env struct {
+	srv    *server.Server
 	client authnv1.AuthenticationClient
 	ca     *pki.CA
 	saKey  string
@@ -70,7 +71,7 @@ func start(t testing.TB, edit func(*server.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &env{client: authnv1.NewAuthenticationClient(conn), ca: ca, saKey: saKey}
+	return &env{srv: s, client: authnv1.NewAuthenticationClient(conn), ca: ca, saKey: saKey}
 }
 
 func (e *env) cert(t testing.TB, user string, groups ...string) []byte {

@@ -36,6 +36,7 @@ type Options struct {
 // Server is a running authorization service.
 type Server struct {
 	srv     *service.Server
+	inproc  *service.InProcess
 	svc     *Service
 	sources *policySources
 	conn    *grpc.ClientConn
@@ -308,6 +309,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	s.svc = &Service{modes: modes, rbac: p.rbac, gen: gen, ready: ready, log: log, metrics: m}
 	s.sources = p
 	authzv1.RegisterAuthorizationServer(srv.GRPC, s.svc)
+	// The same service (and the health service) without the socket, for clients in this process.
+	s.inproc = srv.NewInProcess(service.InProcessOptions{})
+	authzv1.RegisterAuthorizationServer(s.inproc, s.svc)
 	s.srv = srv
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -350,6 +354,11 @@ func (s *Server) closeConn() {
 // Addr is the address the gRPC API listens on.
 func (s *Server) Addr() net.Addr { return s.srv.Addr() }
 
+// InProcess is a connection to this service for clients in the same process (the all-in-one): it
+// calls the handlers directly (through the same interceptors as the listener, health included),
+// without the listener's gRPC transport. It fails with Unavailable once the service stops.
+func (s *Server) InProcess() grpc.ClientConnInterface { return s.inproc }
+
 // RBACCompiledAt returns the storage revisions of the RBAC types (roles, cluster roles, role
 // bindings, cluster role bindings, in that order) the policy in effect was built from, at least;
 // ok is false before the first build or without RBAC. A process that stored RBAC objects can wait
@@ -365,10 +374,12 @@ func (s *Server) RBACCompiledAt() (revs [4]int64, ok bool) {
 	return *p, true
 }
 
-// Stop shuts down gracefully: policy watches end, in-flight decisions finish within ctx.
+// Stop shuts down gracefully: policy watches end, in-flight decisions (in-process ones included)
+// finish within ctx.
 func (s *Server) Stop(ctx context.Context) {
 	s.once.Do(func() {
 		s.srv.Stop(ctx, s.svc.gen.stop)
+		s.inproc.Stop(ctx)
 		s.cancel()
 		s.wg.Wait()
 		s.closeConn()

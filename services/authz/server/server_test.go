@@ -30,6 +30,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // env is a storage service and an authorization service reading from it.
 type env struct {
+	srv    *server.Server
 	store  *storage.Client
 	client authzv1.AuthorizationClient
 	cfg    server.Config
@@ -65,7 +66,7 @@ func start(t *testing.T, modes ...string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &env{store: storage.NewClient(stConn), client: authzv1.NewAuthorizationClient(conn), cfg: cfg}
+	return &env{srv: az, store: storage.NewClient(stConn), client: authzv1.NewAuthorizationClient(conn), cfg: cfg}
 }
 
 func (e *env) put(t *testing.T, group, resource, apiVersion, kind string, obj interface {

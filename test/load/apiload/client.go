@@ -284,11 +284,11 @@ func (a *apiClient) doAs(ctx context.Context, method, path, contentType string, 
 	return nil
 }
 
-// probe checks that the server answers, and returns the protocol it was reached with.
-func (a *apiClient) probe(ctx context.Context) (string, error) {
+// probe checks that the server answers a GET of path, and returns the protocol it was reached with.
+func (a *apiClient) probe(ctx context.Context, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/api/v1/namespaces/default", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
 	if err != nil {
 		return "", err
 	}
@@ -300,7 +300,7 @@ func (a *apiClient) probe(ctx context.Context) (string, error) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s/api/v1/namespaces/default: %s", a.base, resp.Status)
+		return "", fmt.Errorf("GET %s%s: %s", a.base, path, resp.Status)
 	}
 	return resp.Proto, nil
 }

@@ -21,6 +21,15 @@
 //	        must deliver every acknowledged write exactly once, in order. It runs once, with
 //	        any --clients
 //
+// Two floor scenarios, not part of --scenario=all, measure what a request costs below the resource
+// API, for comparison with the rows above (they need no objects and no namespace):
+//
+//	version every client GETs /version as the run's identity: TLS, HTTP/2, authentication,
+//	        authorization and a small JSON answer, no storage
+//	null    every client GETs a fixed ConfigMap-sized JSON answer from a do-nothing HTTPS server
+//	        that apiload serves itself (HTTP/2 unless --http1): the client, TLS, HTTP and the
+//	        kernel, with no server work; that server's CPU is part of apiload's
+//
 // The kind is ConfigMap (--kind=configmap, the default) or a custom kind (--kind=custom):
 // LoadObject in apiload.example.com/v1, JSON only, which the tool defines before the scenarios
 // with the CustomResourceDefinition loadobjects.apiload.example.com (its schema makes "data" a
@@ -82,7 +91,7 @@ const (
 	exitUsage  = 2
 )
 
-// allScenarios in the order --scenario=all runs them.
+// allScenarios in the order --scenario=all runs them (floorScenarios are not part of all).
 var allScenarios = []string{"create", "get", "patch", "apply", "list", "watch"}
 
 // options are the command's flags.
@@ -136,7 +145,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	replicas := fs.String("replicas", "1", "with --start=split: gateways, each with a storage replica of its own on the one Redis, the clients spread over them; "+
 		"a comma-separated list starts one stack per count, one after another")
 	clients := fs.String("clients", "16", "concurrent clients; a comma-separated list runs each scenario once per count")
-	scenario := fs.String("scenario", "all", "create, get, patch, apply, list, watch, or all; a comma-separated list runs several")
+	scenario := fs.String("scenario", "all", "create, get, patch, apply, list, watch, or all (those six); version (GET /version) or null (a do-nothing HTTPS server in apiload): "+
+		"floors to compare with; a comma-separated list runs several")
 	kind := fs.String("kind", "configmap", "kind of the objects every scenario works on: configmap, or custom (LoadObject of apiload.example.com/v1, "+
 		"defined by a CustomResourceDefinition that the tool creates and deletes, or reuses if it exists)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
@@ -267,10 +277,10 @@ func parseScenarios(s string) ([]string, error) {
 		switch {
 		case f == "all":
 			add = allScenarios
-		case slices.Contains(allScenarios, f):
+		case slices.Contains(allScenarios, f) || slices.Contains(floorScenarios, f):
 			add = []string{f}
 		default:
-			return nil, fmt.Errorf("--scenario %q: want create, get, patch, apply, list, watch or all, comma-separated", s)
+			return nil, fmt.Errorf("--scenario %q: want create, get, patch, apply, list, watch, all, version or null, comma-separated", s)
 		}
 		for _, a := range add {
 			if !slices.Contains(out, a) {
@@ -413,7 +423,7 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	tr := newTransport(tc, o.http1, conns)
 	defer tr.CloseIdleConnections()
 	api := &apiClient{base: strings.TrimSuffix(cr.server, "/"), hc: &http.Client{Transport: tr}}
-	proto, err := api.probe(ctx)
+	proto, err := api.probe(ctx, "/api/v1/namespaces/default")
 	if err != nil {
 		fmt.Fprintln(stderr, "apiload:", err)
 		return exitUsage

@@ -147,12 +147,34 @@ func TestRunningServer(t *testing.T) {
 		t.Errorf("--json run: exit %d, report %+v", code, rep)
 	}
 
-	// The run's namespaces are terminating or gone.
+	// The floor scenarios, as a service account (whom the server lets GET /version), in no
+	// namespace of their own.
+	code, out = runTool(t, "--kubeconfig="+s.Kubeconfig, "--identity=serviceaccount", "--namespace=floor-run", "--scenario=version,null",
+		"--clients=1", "--duration=300ms", "--warmup=0s")
+	wantRows(t, code, out, map[string][]int{"version": {1}, "null": {1}})
+	if rows := parseTable(t, out); len(rows) != 2 {
+		t.Errorf("floor scenarios: %d rows, want 2", len(rows))
+	}
+	if !strings.Contains(out, "null: a do-nothing HTTPS server inside apiload, over HTTP/2.0") || !strings.Contains(out, "its CPU is part of apiload's") {
+		t.Errorf("floor scenarios: no note on the null server")
+	}
+
+	// The run's namespaces are terminating or gone; the floor scenarios made none.
 	client, err := s.HTTPClient("admin", "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{"http1-run-get", "http1-run-list", "http1-run-watch", "json-run-create"} {
+	for _, name := range []string{"floor-run-version", "floor-run-null"} {
+		resp, err := client.Get(s.URL + "/api/v1/namespaces/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("namespace %s: %s, want none", name, resp.Status)
+		}
+	}
+	for _, ns := range []string{"http1-run-get", "http1-run-list", "http1-run-watch", "json-run-create", "floor-run-identity"} {
 		resp, err := client.Get(s.URL + "/api/v1/namespaces/" + ns)
 		if err != nil {
 			t.Fatal(err)

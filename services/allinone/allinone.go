@@ -121,7 +121,9 @@ type platform struct {
 
 // start prepares the data directory (CA, certificates, service account key, kubeconfig on first
 // use), starts storage, authentication, authorization, admission and the certificates service on
-// unix sockets inside it, then the gateway and the controllers.
+// unix sockets inside it, then the gateway and the controllers. The services call each other in
+// process (each one's InProcess connection: no gRPC transport between them); the sockets still
+// serve health and anyone who dials them.
 func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error) {
 	dir, err := filepath.Abs(cfg.dataDir)
 	if err != nil {
@@ -189,7 +191,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	if !cfg.bootstrapSet {
 		ac.EnableBootstrapTokenAuth = true
 	}
-	p.authn, err = authn.Start(ctx, ac, authn.Options{}, log.With("service", "authn"))
+	p.authn, err = authn.Start(ctx, ac, authn.Options{StorageConn: p.storage.InProcess()}, log.With("service", "authn"))
 	if err != nil {
 		return nil, fmt.Errorf("starting authentication: %w", err)
 	}
@@ -198,7 +200,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	zc.Listen = "unix://" + filepath.Join(dir, "authz.sock")
 	zc.Storage.Address = sc.Listen
 	zc.MetricsBindAddress = ""
-	p.authz, err = authz.Start(ctx, zc, authz.Options{}, log.With("service", "authz"))
+	p.authz, err = authz.Start(ctx, zc, authz.Options{StorageConn: p.storage.InProcess()}, log.With("service", "authz"))
 	if err != nil {
 		return nil, fmt.Errorf("starting authorization: %w", err)
 	}
@@ -207,7 +209,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	dc.Listen = "unix://" + filepath.Join(dir, "admission.sock")
 	dc.Storage.Address, dc.Authz.Address = sc.Listen, zc.Listen
 	dc.MetricsBindAddress = ""
-	p.admission, err = admission.Start(ctx, dc, admission.Options{}, log.With("service", "admission"))
+	p.admission, err = admission.Start(ctx, dc, admission.Options{StorageConn: p.storage.InProcess(), AuthzConn: p.authz.InProcess()}, log.With("service", "admission"))
 	if err != nil {
 		return nil, fmt.Errorf("starting admission: %w", err)
 	}
@@ -221,15 +223,16 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	if kc.Signing.Default.CertFile == "" && kc.Signing.Default.KeyFile == "" {
 		kc.Signing.Default = certificates.KeyPair{CertFile: files.caCert, KeyFile: files.caKey}
 	}
-	p.certificates, err = certificates.Start(ctx, kc, certificates.Options{}, log.With("service", "certificates"))
+	p.certificates, err = certificates.Start(ctx, kc, certificates.Options{StorageConn: p.storage.InProcess()}, log.With("service", "certificates"))
 	if err != nil {
 		return nil, fmt.Errorf("starting the certificates service: %w", err)
 	}
 
 	gc.Storage.Address, gc.Authn.Address, gc.Authz.Address, gc.Admission.Address = sc.Listen, ac.Listen, zc.Listen, dc.Listen
-	// The gateway calls storage in process (no gRPC transport on its hottest path); the other
-	// services still use the socket.
-	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy, StorageConn: p.storage.InProcess()}, log.With("service", "gateway"))
+	// The gateway calls every service in process (no gRPC transport on its hottest paths: storage,
+	// and authentication, authorization and admission on every request).
+	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy, StorageConn: p.storage.InProcess(),
+		AuthnConn: p.authn.InProcess(), AuthzConn: p.authz.InProcess(), AdmissionConn: p.admission.InProcess()}, log.With("service", "gateway"))
 	if err != nil {
 		return nil, fmt.Errorf("starting the gateway: %w", err)
 	}
@@ -257,6 +260,9 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	return p, nil
 }
 
+// stop stops the callers before what they call: the controllers and the gateway first, then each
+// service after every service that calls it in process (whose connection answers Unavailable once
+// its service stopped), storage last.
 func (p *platform) stop(ctx context.Context) {
 	if p.controllers != nil {
 		p.controllers.Stop(ctx)

@@ -412,6 +412,10 @@ func withRequestID(next http.Handler, log *slog.Logger) http.Handler {
 // connection; http.ErrAbortHandler keeps its meaning.
 func withPanicRecovery(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The outermost handler, on the goroutine net/http started for the request: give it the
+		// stack the chain needs now, rather than through copies deep inside it (a write, with
+		// admission and the field manager, needs twice a read's).
+		service.GrowStack(r.Method != http.MethodGet && r.Method != http.MethodHead)
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

@@ -96,6 +96,8 @@ func (c *ClientConfig) Dial(opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithConnectParams(connectParams),
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
 	}
 	conn, err := grpc.NewClient(target, append(base, opts...)...)
 	if err != nil {

@@ -118,6 +118,8 @@ func NewServer(name string, cfg ServerConfig, log *slog.Logger, opts ...grpc.Ser
 		grpc.ChainStreamInterceptor(gm.stream),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
 	}
 	if cfg.TLSCertFile != "" {
 		tc, err := ServerTLS(cfg.TLSCertFile, cfg.TLSPrivateKeyFile, cfg.ClientCAFile)

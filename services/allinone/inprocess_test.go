@@ -162,7 +162,7 @@ func TestServicesCallEachOtherInProcess(t *testing.T) {
 	// interest pollers end once the plugins are garbage: drop the platform and collect.
 	p = nil
 	var left []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		runtime.GC()
 		left = platformGoroutines()
 		if len(left) == 0 || time.Now().After(deadline) {

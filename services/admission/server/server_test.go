@@ -552,7 +552,16 @@ func TestUnavailableUntilSynced(t *testing.T) {
 // in-flight calls finish, new calls are refused.
 func TestGracefulStop(t *testing.T) {
 	e := start(t)
-	stream, err := e.client.WatchInterest(context.Background(), &admissionv1.WatchInterestRequest{})
+	checkGracefulStop(t, e, e.client, "")
+	e.adm.Stop(context.Background()) // twice is harmless
+}
+
+// checkGracefulStop stops the service while client (over the socket, or in process: what names
+// it in messages) holds an interest stream and a call in flight: the stream ends with
+// UNAVAILABLE, Stop waits for the call, which succeeds, and a later call is refused.
+func checkGracefulStop(t *testing.T, e *env, client admissionv1.AdmissionClient, what string) {
+	t.Helper()
+	stream, err := client.WatchInterest(context.Background(), &admissionv1.WatchInterestRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +569,7 @@ func TestGracefulStop(t *testing.T) {
 
 	inflight := make(chan error, 1)
 	go func() {
-		resp, err := e.client.Validate(context.Background(), createRequest(t, configMap("slow", map[string]string{annBlock: "yes"})))
+		resp, err := client.Validate(context.Background(), createRequest(t, configMap("slow", map[string]string{annBlock: "yes"})))
 		if err == nil && !resp.Allowed {
 			err = status.Error(codes.Internal, "rejected")
 		}
@@ -581,16 +590,16 @@ func TestGracefulStop(t *testing.T) {
 		close(stopped)
 	}()
 	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
-		t.Fatalf("interest stream at Stop: %v, want UNAVAILABLE", err)
+		t.Fatalf("%sinterest stream at Stop: %v, want UNAVAILABLE", what, err)
 	}
 	select {
 	case <-stopped:
-		t.Fatal("Stop returned with a call in flight")
+		t.Fatalf("Stop returned with %sa call in flight", what)
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(e.plugins.release)
 	if err := <-inflight; err != nil {
-		t.Fatalf("in-flight call: %v", err)
+		t.Fatalf("%sin-flight call: %v", what, err)
 	}
 	select {
 	case <-stopped:
@@ -600,8 +609,7 @@ func TestGracefulStop(t *testing.T) {
 	t.Logf("Stop took %v", time.Since(begin))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := e.client.Admit(ctx, createRequest(t, configMap("after", nil))); status.Code(err) != codes.Unavailable {
-		t.Fatalf("Admit after Stop = %v, want UNAVAILABLE", err)
+	if _, err := client.Admit(ctx, createRequest(t, configMap("after", nil))); status.Code(err) != codes.Unavailable {
+		t.Fatalf("%sAdmit after Stop = %v, want UNAVAILABLE", what, err)
 	}
-	e.adm.Stop(context.Background()) // twice is harmless
 }

@@ -6,13 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
-
-	"platform.io/libs/pki"
 )
 
 // The floor scenarios, which --scenario=all does not run: they measure what a request costs
@@ -42,57 +38,27 @@ var nullBody = []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":
 // nullServer is an HTTPS server on loopback, with a CA of its own, that answers every GET with
 // nullBody; it offers HTTP/2 and HTTP/1.1, as the servers under test do.
 type nullServer struct {
-	url   string
-	caPEM []byte
-	srv   *http.Server
+	*loopbackServer
 }
 
 // startNullServer serves the null server until close.
 func startNullServer() (*nullServer, error) {
-	ca, err := pki.NewCA("apiload-null-ca", 24*time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	certPEM, keyPEM, err := ca.IssueServing("apiload-null", []string{"127.0.0.1"}, 24*time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetHTTP2(true)
 	length := strconv.Itoa(len(nullBody))
-	n := &nullServer{caPEM: ca.CertPEM}
-	n.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet {
-				http.Error(w, "only GET", http.StatusMethodNotAllowed)
-				return
-			}
-			h := w.Header()
-			h.Set("Content-Type", "application/json")
-			h.Set("Content-Length", length)
-			_, _ = w.Write(nullBody)
-		}),
-		// Serve over a TLS listener negotiates ALPN with the listener's configuration: it must
-		// offer h2 itself (ServeTLS would add it).
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12},
-		Protocols:         &protos,
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", n.srv.TLSConfig)
+	s, err := serveLoopback("apiload-null", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			http.Error(w, "only GET", http.StatusMethodNotAllowed)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", length)
+		_, _ = w.Write(nullBody)
+	}), true)
 	if err != nil {
 		return nil, err
 	}
-	go func() { _ = n.srv.Serve(lis) }()
-	n.url = "https://" + lis.Addr().(*net.TCPAddr).String()
-	return n, nil
+	return &nullServer{s}, nil
 }
-
-func (n *nullServer) close() { _ = n.srv.Close() }
 
 // client is a client of the null server over one transport that all its users share, as the
 // load's: HTTP/2 unless http1, trusting the server's CA, no client certificate.

@@ -3,51 +3,32 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
-
-	"platform.io/libs/pki"
 )
 
 // noopWebhook is an admission webhook that allows everything (--webhook=noop): an HTTPS server on
 // loopback with a CA of its own, registered for the measured kind's writes in the run's
 // namespaces, so a run measures what one matching webhook adds to every write.
 type noopWebhook struct {
-	url   string
-	caPEM []byte
-	srv   *http.Server
-	calls atomic.Int64
-	name  string
+	server *loopbackServer
+	url    string // the server's URL with the webhook's path
+	calls  atomic.Int64
+	name   string
 }
 
 // startNoopWebhook serves the webhook.
 func startNoopWebhook() (*noopWebhook, error) {
-	ca, err := pki.NewCA("apiload-webhook-ca", 24*time.Hour)
+	h := &noopWebhook{}
+	s, err := serveLoopback("apiload-webhook", http.HandlerFunc(h.serve), false)
 	if err != nil {
 		return nil, err
 	}
-	certPEM, keyPEM, err := ca.IssueServing("apiload-webhook", []string{"127.0.0.1"}, 24*time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	h := &noopWebhook{caPEM: ca.CertPEM}
-	h.srv = &http.Server{Handler: http.HandlerFunc(h.serve), TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", h.srv.TLSConfig)
-	if err != nil {
-		return nil, err
-	}
-	go func() { _ = h.srv.Serve(lis) }()
-	h.url = "https://" + lis.Addr().(*net.TCPAddr).String() + "/noop"
+	h.server, h.url = s, s.url+"/noop"
 	return h, nil
 }
 
@@ -68,7 +49,7 @@ func (h *noopWebhook) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"apiVersion":%q,"kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, review.APIVersion, review.Request.UID)
 }
 
-func (h *noopWebhook) close() { _ = h.srv.Close() }
+func (h *noopWebhook) close() { h.server.close() }
 
 // register creates the ValidatingWebhookConfiguration (named after the run) for the kind's
 // creates and updates in the given namespaces, and waits until a write in probeNS reaches the
@@ -83,7 +64,7 @@ func (h *noopWebhook) register(ctx context.Context, api *apiClient, kind *object
 		"metadata": map[string]any{"name": name},
 		"webhooks": []any{map[string]any{
 			"name":                    "noop.apiload.platform.io",
-			"clientConfig":            map[string]any{"url": h.url, "caBundle": h.caPEM},
+			"clientConfig":            map[string]any{"url": h.url, "caBundle": h.server.caPEM},
 			"rules":                   []any{map[string]any{"operations": []string{"CREATE", "UPDATE"}, "apiGroups": []string{group}, "apiVersions": []string{"v1"}, "resources": []string{kind.resource}}},
 			"namespaceSelector":       map[string]any{"matchExpressions": []any{map[string]any{"key": "kubernetes.io/metadata.name", "operator": "In", "values": append(namespaces, probeNS)}}},
 			"sideEffects":             "None",

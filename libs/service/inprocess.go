@@ -96,12 +96,16 @@ func NewInProcess(opts InProcessOptions) *InProcess {
 // NewInProcess returns an in-process connection to this server: the gRPC metrics interceptors
 // run before opts' own interceptors, and the server's health service is registered on it (so
 // health checks through it report what the listener's do). The caller registers the service's API
-// on it as on s.GRPC, with the same codec and interceptors as the server's.
+// on it as on s.GRPC, with the same codec and interceptors as the server's. Stop stops it after
+// the listener's calls have drained, and waits for its own in-flight calls within the same bound.
 func (s *Server) NewInProcess(opts InProcessOptions) *InProcess {
 	opts.Unary = append([]grpc.UnaryServerInterceptor{s.grpcm.unary}, opts.Unary...)
 	opts.Stream = append([]grpc.StreamServerInterceptor{s.grpcm.stream}, opts.Stream...)
 	p := NewInProcess(opts)
 	healthpb.RegisterHealthServer(p, s.health)
+	s.inprocMu.Lock()
+	s.inprocs = append(s.inprocs, p)
+	s.inprocMu.Unlock()
 	return p
 }
 

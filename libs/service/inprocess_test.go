@@ -492,4 +492,9 @@ func TestServerInProcessHealth(t *testing.T) {
 	if err := CheckHealth(context.Background(), p, time.Second); err == nil {
 		t.Fatal("healthy while NOT_SERVING")
 	}
+	// The server's Stop stops its in-process connections too.
+	s.Stop(context.Background(), nil)
+	if _, err := echo(context.Background(), p, "y"); status.Code(err) != codes.Unavailable {
+		t.Fatalf("echo after the server stopped: %v, want UNAVAILABLE", err)
+	}
 }

@@ -101,6 +101,9 @@ type Server struct {
 	grpcm    *grpcMetrics
 	// started is set by Serve: a server stopped before it served closes its listener itself.
 	started atomic.Bool
+	// inprocs are the in-process connections NewInProcess made, which Stop stops.
+	inprocMu sync.Mutex
+	inprocs  []*InProcess
 }
 
 // NewServer listens and builds the gRPC server with the service's credentials, spans and
@@ -212,7 +215,9 @@ func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 func (s *Server) Done() <-chan error { return s.served }
 
 // Stop shuts down gracefully: health goes NOT_SERVING, beforeDrain runs (ending streams such as
-// watches, whose clients resume elsewhere), in-flight calls finish within ctx, then metrics stop.
+// watches, whose clients resume elsewhere), in-flight calls finish within ctx (those over the
+// listener, then those of the in-process connections, which refuse new calls from then on), then
+// metrics stop.
 func (s *Server) Stop(ctx context.Context, beforeDrain func()) {
 	s.stopOnce.Do(func() {
 		s.health.Shutdown()
@@ -229,6 +234,12 @@ func (s *Server) Stop(ctx context.Context, beforeDrain func()) {
 		case <-done:
 		case <-ctx.Done():
 			s.GRPC.Stop()
+		}
+		s.inprocMu.Lock()
+		inprocs := s.inprocs
+		s.inprocMu.Unlock()
+		for _, p := range inprocs {
+			p.Stop(ctx)
 		}
 		if s.metrics != nil {
 			_ = s.metrics.Shutdown(ctx)

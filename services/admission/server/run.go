@@ -151,7 +151,6 @@ func (s *Server) InProcess() grpc.ClientConnInterface { return s.inproc }
 func (s *Server) Stop(ctx context.Context) {
 	s.once.Do(func() {
 		s.srv.Stop(ctx, s.svc.interest.stop)
-		s.inproc.Stop(ctx)
 		s.cancel()
 		s.closeConns()
 		s.log.Info("admission service stopped")

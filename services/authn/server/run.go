@@ -94,7 +94,6 @@ func (s *Server) InProcess() grpc.ClientConnInterface { return s.inproc }
 func (s *Server) Stop(ctx context.Context) {
 	s.once.Do(func() {
 		s.srv.Stop(ctx, nil)
-		s.inproc.Stop(ctx)
 		s.close()
 		s.log.Info("authentication service stopped")
 	})

@@ -379,7 +379,6 @@ func (s *Server) RBACCompiledAt() (revs [4]int64, ok bool) {
 func (s *Server) Stop(ctx context.Context) {
 	s.once.Do(func() {
 		s.srv.Stop(ctx, s.svc.gen.stop)
-		s.inproc.Stop(ctx)
 		s.cancel()
 		s.wg.Wait()
 		s.closeConn()

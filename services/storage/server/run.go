@@ -182,7 +182,6 @@ func (s *Server) Done() <-chan error { return s.srv.Done() }
 func (s *Server) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
 		s.srv.Stop(ctx, s.stopping)
-		s.inproc.Stop(ctx)
 		s.cancel()
 		if err := s.be.Close(); err != nil {
 			s.log.Warn("closing storage backend", "err", err)

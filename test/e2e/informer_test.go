@@ -377,8 +377,9 @@ func TestInformerRecoversFrom410(t *testing.T) {
 			}
 		}
 	}
-	// The history the informer would resume from is compacted away.
-	stack.Eventually(t, 5*time.Second, "a watch from the informer's resourceVersion is answered 410", func() error {
+	// The history the informer would resume from is compacted away (the compactor runs every
+	// 100 ms, but under a full CI run with parallel stacks it took longer than 5 s once).
+	stack.Eventually(t, 15*time.Second, "a watch from the informer's resourceVersion is answered 410", func() error {
 		w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: resumeFrom})
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			return nil

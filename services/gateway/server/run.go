@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -196,9 +195,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	s.auditor = auditor
 	handler := withRequestID(auditor.Handler(withTrace(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(routed)), log)), log)
 	// One server span per request, continuing a client's traceparent; named "{method} {route}".
-	handler = otelhttp.NewHandler(handler, "gateway", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return r.Method + " " + routeOf(r.URL.Path)
-	}))
+	handler = withServerSpan(handler)
 	handler = withPanicRecovery(handler, log)
 
 	s.lis, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.SecurePort)))

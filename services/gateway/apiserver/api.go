@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,54 @@ func (a *API) Install(r *mux.Router) {
 	r.Handle("/apis/{group}/{version}", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/apis/{group}/{version}/", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
 	r.PathPrefix("/apis/{group}/{version}/").Handler(http.HandlerFunc(a.serveResource))
+}
+
+// ResourcesFirst sends requests for resource URLs (below /api/v1/ or /apis/{group}/{version}/,
+// with something after the version) straight to the resource handler, and every other request
+// to router, which must be the router Install registered on. It gives the same answers as the
+// router: no other route lies below those prefixes, and paths that the router would redirect to
+// their clean form (with "//", "/./" or "/../") go to the router. It saves matching the request
+// against every route registered before the resource routes (health, metrics, OpenAPI,
+// discovery), which cost 3% of the all-in-one's CPU serving gets.
+func (a *API) ResourcesFirst(router http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isResourcePath(r.URL.EscapedPath()) {
+			a.serveResource(w, r)
+			return
+		}
+		router.ServeHTTP(w, r)
+	})
+}
+
+// isResourcePath tells whether p (escaped, as the router matches it) is below a group version,
+// matched by the router's resource routes, and clean (the router would not redirect it).
+func isResourcePath(p string) bool {
+	var rest string
+	switch {
+	case strings.HasPrefix(p, "/api/v1/"):
+		rest = p[len("/api/v1/"):]
+	case strings.HasPrefix(p, "/apis/"):
+		g, after, ok := strings.Cut(p[len("/apis/"):], "/")
+		if !ok || g == "" {
+			return false
+		}
+		v, after, ok := strings.Cut(after, "/")
+		if !ok || v == "" {
+			return false
+		}
+		rest = after
+	default:
+		return false
+	}
+	if rest == "" {
+		return false
+	}
+	// The router's cleanPath: path.Clean, keeping a trailing slash.
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") {
+		return clean == p[:len(p)-1]
+	}
+	return clean == p
 }
 
 // NotFound answers URLs no route knows with a Status 404, as upstream does.

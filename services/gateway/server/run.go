@@ -181,9 +181,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	if err != nil {
 		return nil, err
 	}
-	var routed http.Handler = router
+	var routed http.Handler = api.ResourcesFirst(router)
 	if agg != nil {
-		routed = agg.Handler(router)
+		routed = agg.Handler(routed)
 	}
 
 	auditOpts := cfg.Audit

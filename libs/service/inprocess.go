@@ -174,11 +174,11 @@ func (p *InProcess) lookup(method string) (inProcessMethod, error) {
 // metadata (and no outgoing metadata), and the transport stream grpc.SetHeader and grpc.Method
 // use.
 func serverContext(ctx context.Context, ts grpc.ServerTransportStream) context.Context {
+	// Without outgoing metadata the incoming metadata is a nil MD: metadata.FromIncomingContext
+	// still reports it (as an empty MD of the handler's own), without a map per call.
 	md, ok := metadata.FromOutgoingContext(ctx)
 	if ok {
 		ctx = metadata.NewOutgoingContext(ctx, nil)
-	} else {
-		md = metadata.MD{}
 	}
 	ctx = metadata.NewIncomingContext(ctx, md)
 	return grpc.NewContextWithServerTransportStream(ctx, ts)
@@ -228,6 +228,14 @@ func transcode(v, dst any, enc, dec encoding.CodecV2) error {
 // decodeFree decodes data into dst and releases data.
 func decodeFree(data mem.BufferSlice, dst any, dec encoding.CodecV2) error {
 	defer data.Free()
+	if m, ok := dst.(proto.Message); ok && dec == clientCodec && len(data) == 1 {
+		// What the proto codec does, without materializing (and reference counting) one buffer.
+		// proto.Unmarshal copies what it keeps: dst does not alias data.
+		if err := proto.Unmarshal(data[0].ReadOnlyData(), m); err != nil {
+			return status.Errorf(codes.Internal, "in-process: unmarshaling: %v", err)
+		}
+		return nil
+	}
 	if err := dec.Unmarshal(data, dst); err != nil {
 		return status.Errorf(codes.Internal, "in-process: unmarshaling: %v", err)
 	}

@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	storagev1 "platform.io/proto/storage/v1"
@@ -33,6 +36,12 @@ type metrics struct {
 	storageLatency *prometheus.HistogramVec
 	watches        *prometheus.CounterVec
 	cache          *cache.Cache
+
+	// series are the request series of each (method, resource type), resolved on its first call
+	// rather than by WithLabelValues (which hashes the labels) on every call. Copy on write:
+	// calls read it without a lock.
+	series   atomic.Pointer[map[seriesKey]*requestSeries]
+	seriesMu sync.Mutex
 
 	revision, compacted, events, objects, live, watchers, lag *prometheus.Desc
 }
@@ -114,14 +123,80 @@ func methodName(full string) string {
 	return full
 }
 
+// seriesKey identifies the request series of a unary call: its full method name and its
+// request's resource type (empty without one).
+type seriesKey struct{ fullMethod, group, resource string }
+
+// requestSeries are the series of one method and resource type.
+type requestSeries struct {
+	method, res             string
+	latency, storageLatency prometheus.Observer
+	// requests are its storage_requests_total children by code, resolved on first use of each
+	// code (a series appears when it is first counted, as with WithLabelValues).
+	requests [codes.Unauthenticated + 1]atomic.Pointer[prometheus.Counter]
+}
+
+// maxCachedSeries bounds the series cache (request types come from clients); calls beyond it
+// resolve their series per call.
+const maxCachedSeries = 4096
+
+func (m *metrics) seriesOf(fullMethod string, req any) *requestSeries {
+	key := seriesKey{fullMethod: fullMethod}
+	if r, ok := req.(typedRequest); ok && r.GetType() != nil {
+		key.group, key.resource = r.GetType().GetGroup(), r.GetType().GetResource()
+	}
+	if cur := m.series.Load(); cur != nil {
+		if s, ok := (*cur)[key]; ok {
+			return s
+		}
+	}
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	old := m.series.Load()
+	if old != nil {
+		if s, ok := (*old)[key]; ok {
+			return s
+		}
+	}
+	method, res := methodName(fullMethod), resourceOf(req)
+	s := &requestSeries{method: method, res: res,
+		latency:        m.latency.WithLabelValues(method, res),
+		storageLatency: m.storageLatency.WithLabelValues(strings.ToLower(method), res)}
+	if old != nil && len(*old) >= maxCachedSeries {
+		return s
+	}
+	next := make(map[seriesKey]*requestSeries, 1)
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	next[key] = s
+	m.series.Store(&next)
+	return s
+}
+
+// requestCounter is the storage_requests_total child of s for code.
+func (m *metrics) requestCounter(s *requestSeries, code codes.Code) prometheus.Counter {
+	if int(code) >= len(s.requests) {
+		return m.requests.WithLabelValues(s.method, s.res, code.String())
+	}
+	if c := s.requests[code].Load(); c != nil {
+		return *c
+	}
+	c := m.requests.WithLabelValues(s.method, s.res, code.String())
+	s.requests[code].Store(&c)
+	return c
+}
+
 func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
-	method, res := methodName(info.FullMethod), resourceOf(req)
 	d := time.Since(start).Seconds()
-	m.latency.WithLabelValues(method, res).Observe(d)
-	m.storageLatency.WithLabelValues(strings.ToLower(method), res).Observe(d)
-	m.requests.WithLabelValues(method, res, status.Code(err).String()).Inc()
+	s := m.seriesOf(info.FullMethod, req)
+	s.latency.Observe(d)
+	s.storageLatency.Observe(d)
+	m.requestCounter(s, status.Code(err)).Inc()
 	return resp, err
 }
 

@@ -21,11 +21,12 @@ type Flags interface {
 	Validate() error
 }
 
-// Main is a service command's main: it parses the flags into cfg, logs JSON to stderr (with the
+// Main is a service command's main: it tunes the garbage collector (TuneGC), parses the flags into cfg, logs JSON to stderr (with the
 // service's name, at --log-level, each line with its trace context), exits 2 on an invalid
 // configuration, sets up tracing, and runs the service until SIGINT or SIGTERM ends ctx; a run
 // error exits 1.
 func Main(name string, cfg Flags, run func(ctx context.Context, log *slog.Logger) error) {
+	TuneGC()
 	fs := pflag.NewFlagSet(name, pflag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	AddNamingProfileFlag(fs)

@@ -26,6 +26,7 @@ func main() {
 		os.Exit(certs.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	runtime.GOMAXPROCS(service.SyncProcs(os.Getenv("GOMAXPROCS"))) // its writes wait in fdatasync
+	service.TuneGC()
 	cfg := defaultConfig()
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)

@@ -22,6 +22,7 @@ import (
 )
 
 func main() {
+	service.TuneGC()
 	var cfg manager.Config
 	fs := pflag.NewFlagSet("controllers", pflag.ExitOnError)
 	cfg.RegisterFlags(fs)

@@ -19,6 +19,7 @@ import (
 )
 
 func main() {
+	service.TuneGC()
 	var cfg server.Config
 	fs := pflag.NewFlagSet("gateway", pflag.ExitOnError)
 	cfg.RegisterFlags(fs)

@@ -30,7 +30,14 @@ type Config struct {
 	BookmarkInterval time.Duration
 	// ReadBatch is the most events the log reader takes from the backend at once.
 	ReadBatch int
+	// CoalesceRevisions makes concurrent consistent reads of a type share the backend's
+	// Revision calls (see revisionBatcher): for a backend where a call is a network round trip
+	// (Redis), not for one where it is a read of local memory (embedded).
+	CoalesceRevisions bool
 }
+
+// revisionCallTimeout bounds a Revision call shared by several reads.
+const revisionCallTimeout = 5 * time.Second
 
 func (c *Config) defaults() {
 	if c.FutureWait <= 0 {
@@ -98,6 +105,12 @@ func (c *Cache) entry(rt *storagev1.ResourceType) *typeEntry {
 
 func (c *Cache) load(e *typeEntry, rt *storagev1.ResourceType, name string) {
 	tc := newTypeCache(rt, c.be, c.log)
+	if c.cfg.CoalesceRevisions {
+		tc.revs = &revisionBatcher{base: c.ctx, timeout: revisionCallTimeout, fetch: func(ctx context.Context) (int64, error) {
+			rev, _, err := c.be.Revision(ctx, rt)
+			return rev, err
+		}}
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	err := tc.load(ctx)
 	cancel()
@@ -150,7 +163,13 @@ func parseRV(field, s string) (rvKind, int64, error) {
 // consistentRev returns a revision not older than any write acknowledged before the call, once
 // the cache has reached it.
 func (c *Cache) consistentRev(ctx context.Context, tc *typeCache) (int64, error) {
-	cur, _, err := c.be.Revision(ctx, tc.rt)
+	var cur int64
+	var err error
+	if tc.revs != nil {
+		cur, err = tc.revs.revision(ctx)
+	} else {
+		cur, _, err = c.be.Revision(ctx, tc.rt)
+	}
 	if err != nil {
 		return 0, err
 	}

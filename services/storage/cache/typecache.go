@@ -37,6 +37,8 @@ type typeCache struct {
 	// generation end so that their clients resume from their last revision.
 	generation uint64
 	watchers   int
+	// revs coalesces consistent reads' Revision calls (nil: each read calls the backend).
+	revs *revisionBatcher
 }
 
 func newTypeCache(rt *storagev1.ResourceType, be backend.Backend, log *slog.Logger) *typeCache {

@@ -110,7 +110,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	c, err := cache.New(runCtx, be, cache.Config{FutureWait: cfg.FutureRevisionWait, BookmarkInterval: cfg.WatchBookmarkInterval}, log)
+	c, err := cache.New(runCtx, be, cache.Config{FutureWait: cfg.FutureRevisionWait, BookmarkInterval: cfg.WatchBookmarkInterval,
+		CoalesceRevisions: cfg.Backend == "redis"}, log)
 	if err != nil {
 		cancel()
 		stopping()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
@@ -86,14 +87,64 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if s.Code >= 500 {
 		a.log.ErrorContext(r.Context(), "request failed", append(requestAttrs(r.Context()), "method", r.Method, "path", r.URL.Path, "code", s.Code, "reason", s.Reason, "message", s.Message)...)
 	}
-	body, _ := a.codec.encode(s, output{format: formatJSON, pretty: prettyRequested(r)})
+	out := a.errorOutput(r)
+	body, err := a.codec.encode(s, out)
+	if err != nil {
+		out = output{format: formatJSON, mediaType: mediaJSON}
+		body, _ = a.codec.encode(s, out)
+	}
 	writeWarnings(w, r)
-	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Content-Type", out.mediaType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(int(s.Code))
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+}
+
+// errorOutput is the representation of an error's Status, as upstream's ErrorNegotiated: the
+// first media type of the Accept header that the endpoint serves (JSON, YAML and, for built-in
+// resources, Protobuf: a typed client asking for Protobuf gets its errors in Protobuf too), and
+// JSON when none is (also for every path that is not a resource's, which serve JSON only).
+func (a *API) errorOutput(r *http.Request) output {
+	js := output{format: formatJSON, mediaType: mediaJSON, pretty: prettyRequested(r)}
+	header := r.Header.Get("Accept")
+	if header == "" || !isResourcePath(r.URL.EscapedPath()) {
+		return js
+	}
+	for _, c := range parseAccept(header) {
+		if c.params["as"] != "" {
+			continue // Table and other conversions are for objects, not for a Status
+		}
+		switch c.mediaType {
+		case mediaJSON, "application/*", "*/*":
+			return js
+		case mediaYAML:
+			return output{format: formatYAML, mediaType: mediaYAML}
+		case mediaProtobuf, mediaUpstreamProtobuf:
+			if res := a.resourceOf(r); res != nil && res.Strategy().Protobuf() {
+				return output{format: formatProtobuf, mediaType: c.mediaType}
+			}
+		}
+	}
+	return js
+}
+
+// resourceOf is the served resource a resource path names (under its upstream group name too),
+// or nil.
+func (a *API) resourceOf(r *http.Request) *registry.Resource {
+	gv, rest := splitGroupVersion(r.URL.Path)
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	if len(parts) > 2 && parts[0] == "namespaces" && !namespaceSubresources[parts[2]] {
+		parts = parts[2:]
+	}
+	if res, ok := a.reg.Resource(gv.WithResource(parts[0])); ok {
+		return res
+	}
+	if res, ok := a.reg.Resource(schema.GroupVersionResource{Group: naming.Group(gv.Group), Version: gv.Version, Resource: parts[0]}); ok {
+		return res
+	}
+	return nil
 }
 
 // newStatusError builds an API error for the codes apimachinery has no constructor for.

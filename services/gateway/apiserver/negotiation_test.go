@@ -144,3 +144,45 @@ func TestUpstreamProtobufAlias(t *testing.T) {
 		t.Fatalf("answer: %v %+v", err, cm.ObjectMeta)
 	}
 }
+
+// Errors are written as upstream's ErrorNegotiated writes them: the Status in the first
+// representation of Accept that the endpoint serves, so a typed client asking for Protobuf reads
+// its errors in Protobuf; JSON when none is, and for paths that are not a resource's.
+func TestErrorsNegotiated(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	const upstream = "application/vnd.kubernetes.protobuf"
+	for _, mt := range []string{upstream, "application/vnd.platform.protobuf"} {
+		r := do(t, e, "GET", cms+"/missing", nil, "Accept", mt+", application/json")
+		if r.code != http.StatusNotFound || r.header.Get("Content-Type") != mt || !bytes.HasPrefix(r.body, protobufPrefix) {
+			t.Fatalf("404 for %s: %d %q %q", mt, r.code, r.header.Get("Content-Type"), r.body)
+		}
+		var unk runtime.Unknown
+		var st metav1.Status
+		if err := unk.Unmarshal(r.body[4:]); err != nil || unk.Kind != "Status" || unk.APIVersion != "v1" || st.Unmarshal(unk.Raw) != nil {
+			t.Fatalf("protobuf Status: %v %+v", err, unk.TypeMeta)
+		}
+		if st.Reason != metav1.StatusReasonNotFound || st.Code != 404 || st.Details == nil || st.Details.Name != "missing" {
+			t.Errorf("protobuf Status %+v", st)
+		}
+	}
+	r := do(t, e, "GET", cms+"/missing", nil, "Accept", "application/yaml")
+	var y map[string]any
+	if err := yaml.Unmarshal(r.body, &y); err != nil || r.code != 404 || r.header.Get("Content-Type") != "application/yaml" || y["reason"] != "NotFound" {
+		t.Errorf("YAML 404: %v %d %q %s", err, r.code, r.header.Get("Content-Type"), r.body)
+	}
+	for name, tc := range map[string]struct{ path, accept string }{
+		"kubectl's Table":       {cms + "/missing", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"},
+		"JSON first":            {cms + "/missing", "application/json, " + upstream},
+		"nothing a Status has":  {cms + "/missing", "text/html"},
+		"not a resource's path": {"/apis/nope.example.com/v1", upstream},
+	} {
+		r := do(t, e, "GET", tc.path, nil, "Accept", tc.accept)
+		if r.code < 400 || r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %q", name, r.code, r.header.Get("Content-Type"))
+			continue
+		}
+		if st := r.obj(t); st["kind"] != "Status" {
+			t.Errorf("%s: %s", name, r.body)
+		}
+	}
+}

@@ -10,15 +10,17 @@ import (
 	"testing"
 )
 
-// The child side of TestTuneGC: run TuneGC in a fresh process (the GC settings are the
-// process's, read from the environment at start) and print what it set.
-func TestTuneGCChild(t *testing.T) {
-	if os.Getenv("TUNEGC_CHILD") == "" {
-		t.Skip("run by TestTuneGC")
+// TestMain is also the child side of TestTuneGC: with TUNEGC_CHILD set the test binary runs
+// TuneGC in a fresh process (the GC settings are the process's, read from the environment at
+// start), prints what it set and exits, running no test.
+func TestMain(m *testing.M) {
+	if os.Getenv("TUNEGC_CHILD") != "" {
+		cgroupMemoryMax = os.Getenv("TUNEGC_MEMORY_MAX")
+		percent, limit := TuneGC()
+		fmt.Printf("RESULT percent=%d limit=%d\n", percent, limit)
+		os.Exit(0)
 	}
-	cgroupMemoryMax = os.Getenv("TUNEGC_MEMORY_MAX")
-	percent, limit := TuneGC()
-	fmt.Printf("RESULT percent=%d limit=%d\n", percent, limit)
+	os.Exit(m.Run())
 }
 
 func TestTuneGC(t *testing.T) {
@@ -46,7 +48,7 @@ func TestTuneGC(t *testing.T) {
 		{"GOMEMLIMIT set", []string{"GOMEMLIMIT=200MiB"}, limited, fmt.Sprintf("percent=%d limit=%d", DefaultGCPercent, int64(200<<20))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestTuneGCChild$", "-test.v")
+			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(withoutGCVars(os.Environ()), "TUNEGC_CHILD=1", "TUNEGC_MEMORY_MAX="+tc.memoryMax)
 			cmd.Env = append(cmd.Env, tc.env...)
 			out, err := cmd.CombinedOutput()

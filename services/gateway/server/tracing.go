@@ -67,15 +67,16 @@ func withServerSpan(next http.Handler) http.Handler {
 
 // requestAttributes are semconv's HTTP server span attributes of r.
 func requestAttributes(r *http.Request, route string) []attribute.KeyValue {
+	scheme := "https"
+	if r.TLS == nil {
+		scheme = "http"
+	}
 	attrs := []attribute.KeyValue{
 		semconv.HTTPRequestMethodKey.String(r.Method),
 		semconv.HTTPRoute(route),
 		semconv.URLPath(r.URL.Path),
-		semconv.URLScheme("https"),
+		semconv.URLScheme(scheme),
 		semconv.NetworkProtocolVersion(strconv.Itoa(r.ProtoMajor) + "." + strconv.Itoa(r.ProtoMinor)),
-	}
-	if r.TLS == nil {
-		attrs[3] = semconv.URLScheme("http")
 	}
 	if r.URL.RawQuery != "" {
 		attrs = append(attrs, semconv.URLQuery(r.URL.RawQuery))

@@ -108,26 +108,18 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // JSON when none is (also for every path that is not a resource's, which serve JSON only).
 func (a *API) errorOutput(r *http.Request) output {
 	js := output{format: formatJSON, mediaType: mediaJSON, pretty: prettyRequested(r)}
-	header := r.Header.Get("Accept")
-	if header == "" || !isResourcePath(r.URL.EscapedPath()) {
+	if r.Header.Get("Accept") == "" || !isResourcePath(r.URL.EscapedPath()) {
 		return js
 	}
-	for _, c := range parseAccept(header) {
-		if c.params["as"] != "" {
-			continue // Table and other conversions are for objects, not for a Status
-		}
-		switch c.mediaType {
-		case mediaJSON, "application/*", "*/*":
-			return js
-		case mediaYAML:
-			return output{format: formatYAML, mediaType: mediaYAML}
-		case mediaProtobuf, mediaUpstreamProtobuf:
-			if res := a.resourceOf(r); res != nil && res.Strategy().Protobuf() {
-				return output{format: formatProtobuf, mediaType: c.mediaType}
-			}
-		}
+	opts := negotiateOptions{yaml: true} // no Table: conversions are for objects, not a Status
+	if res := a.resourceOf(r); res != nil {
+		opts.protobuf = res.Strategy().Protobuf()
 	}
-	return js
+	out, err := negotiate(r, opts)
+	if err != nil {
+		return js
+	}
+	return out
 }
 
 // resourceOf is the served resource a resource path names (under its upstream group name too),

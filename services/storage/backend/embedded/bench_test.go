@@ -31,6 +31,7 @@ func benchmarkUpdates(b *testing.B, writers int) {
 		{"boltbatch-1ms", boltBatch, time.Millisecond},
 		{"boltbatch-200us", boltBatch, 200 * time.Microsecond},
 		{"group", groupCommit, 0},
+		{"wal", walCommit, 0},
 	} {
 		b.Run(m.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -50,21 +51,29 @@ func benchmarkUpdates(b *testing.B, writers int) {
 	}
 }
 
-// BenchmarkConcurrentCreates measures group-committed creates of new keys by 16 writers, each
+// BenchmarkConcurrentCreates measures creates of new keys by 16 writers (group commit and the
+// write-ahead log), each
 // naming its objects as the load tool's create scenario does (c16-w<writer>-<i>): unlike updates
 // of 16 keys, every commit grows the tree at 16 places and appends to the log, as the all-in-one's
 // creates do.
 //
 //	go test -run '^$' -bench ConcurrentCreates -benchtime 20000x ./services/storage/backend/embedded/
 func BenchmarkConcurrentCreates(b *testing.B) {
-	const writers = 16
-	ctx := context.Background()
-	be := newBackend(b, groupCommit)
-	value := make([]byte, 300)
-	runWriters(b, writers, func(w, i int) error {
-		_, err := be.Create(ctx, pods, &storagev1.Object{Namespace: "bench", Name: fmt.Sprintf("c%d-w%d-%d", writers, w, i), Value: value})
-		return err
-	})
+	for _, m := range []struct {
+		name string
+		mode commitMode
+	}{{"group", groupCommit}, {"wal", walCommit}} {
+		b.Run(m.name, func(b *testing.B) {
+			const writers = 16
+			ctx := context.Background()
+			be := newBackend(b, m.mode)
+			value := make([]byte, 300)
+			runWriters(b, writers, func(w, i int) error {
+				_, err := be.Create(ctx, pods, &storagev1.Object{Namespace: "bench", Name: fmt.Sprintf("c%d-w%d-%d", writers, w, i), Value: value})
+				return err
+			})
+		})
+	}
 }
 
 // runWriters splits b.N writes among writers concurrent goroutines, write(w, i) being writer w's

@@ -12,9 +12,12 @@ import (
 type commitMode int
 
 const (
-	// groupCommit (the default) commits the writes that queue up while a transaction is being
-	// committed together in the next transaction, with one fsync (see committer).
-	groupCommit commitMode = iota
+	// walCommit (the default) logs the writes that queue up while a group is being logged
+	// together, with one fdatasync, and moves them into bbolt in the background (see wal.go).
+	walCommit commitMode = iota
+	// groupCommit commits the writes that queue up while a transaction is being committed
+	// together in the next transaction, with bbolt's two fsyncs (see committer).
+	groupCommit
 	// soloCommit runs each write in a db.Update transaction of its own.
 	soloCommit
 	// boltBatch uses bbolt's DB.Batch, which waits up to DB.MaxBatchDelay for writes to join a

@@ -27,9 +27,11 @@ var (
 	widgets     = &storagev1.ResourceType{Group: "example.com", Resource: "widgets"}
 )
 
-// modes runs f with each way of committing writes: group commit (the default), a transaction
-// per write, and bbolt's DB.Batch.
+// modes runs f with each way of committing writes: the write-ahead log (the default), group
+// commit, a transaction per write, and bbolt's DB.Batch.
 func modes(t *testing.T, f func(t *testing.T, mode commitMode)) {
+	t.Run("wal", func(t *testing.T) { f(t, walCommit) })
+	t.Run("walchurn", func(t *testing.T) { f(t, walChurn) })
 	t.Run("group", func(t *testing.T) { f(t, groupCommit) })
 	t.Run("solo", func(t *testing.T) { f(t, soloCommit) })
 	t.Run("boltbatch", func(t *testing.T) { f(t, boltBatch) })
@@ -47,8 +49,23 @@ func open(t testing.TB, path string, mode commitMode) *Backend {
 	return b
 }
 
+// walChurn is walCommit with a checkpoint every 200µs (test only), so that writes and reads meet
+// the log in every state: in the overlay, being checkpointed, in bbolt.
+const walChurn commitMode = 100
+
 func setMode(b *Backend, mode commitMode, batchDelay time.Duration) {
 	b.mode = mode
+	if mode == walChurn {
+		b.mode = walCommit
+		go func() {
+			for !b.isClosed() {
+				if err := b.wal.checkpoint(); err != nil && !b.isClosed() {
+					panic(err)
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+	}
 	if batchDelay > 0 {
 		b.db.MaxBatchDelay = batchDelay
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -17,14 +18,53 @@ func (b *Backend) Revision(ctx context.Context, rt *storagev1.ResourceType) (cur
 	if err != nil {
 		return 0, 0, err
 	}
-	err = b.view(func(tx *bolt.Tx) error {
+	err = b.read(name, false, func(tx *bolt.Tx, pv *pendingView) error {
 		t, err := openType(tx, rt, name, false)
 		if t != nil {
 			current, compacted = t.rev, t.compacted
 		}
+		if pv != nil {
+			current = pv.rev
+		}
 		return err
 	})
 	return current, compacted, err
+}
+
+// read runs fn with a read-only transaction and the write-ahead log's view of the type (see
+// wal.beginRead). Errors as for view.
+func (b *Backend) read(name string, withObjs bool, fn func(tx *bolt.Tx, pv *pendingView) error) error {
+	if b.isClosed() {
+		return errClosed
+	}
+	tx, pv, err := b.wal.beginRead(name, withObjs)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer tx.Rollback()
+	return fn(tx, pv)
+}
+
+// pendingEvents decodes up to max (all if max <= 0) of the view's events with revision > after.
+func (pv *pendingView) pendingEvents(after int64, max int) ([]backend.Event, error) {
+	if pv == nil {
+		return nil, nil
+	}
+	var evs []backend.Event
+	for _, pe := range pv.events {
+		if pe.rev <= after {
+			continue
+		}
+		if max > 0 && len(evs) >= max {
+			break
+		}
+		ev, err := decodeEvent(pe.rev, pe.entry)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
 }
 
 // Snapshot returns the type's objects (ordered by key) and retained events, read in one
@@ -35,24 +75,71 @@ func (b *Backend) Snapshot(ctx context.Context, rt *storagev1.ResourceType) (*ba
 		return nil, err
 	}
 	s := &backend.Snapshot{}
-	err = b.view(func(tx *bolt.Tx) error {
+	err = b.read(name, true, func(tx *bolt.Tx, pv *pendingView) error {
 		t, err := openType(tx, rt, name, false)
-		if t == nil || err != nil {
+		if err != nil {
 			return err
+		}
+		if t == nil && pv == nil {
+			return nil
+		}
+		if t == nil {
+			t = &typeTx{}
 		}
 		s.Revision, s.Compacted = t.rev, t.compacted
 		s.Objects = []*storagev1.Object{}
-		err = t.objs.ForEach(func(_, v []byte) error {
+		// The logged writes' keys, in bbolt's order, merged with the bucket's.
+		var keys []string
+		if pv != nil {
+			s.Revision = pv.rev
+			keys = make([]string, 0, len(pv.objs))
+			for k := range pv.objs {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys) // bytewise, as bbolt orders keys
+		}
+		add := func(v []byte) error {
+			if v == nil {
+				return nil
+			}
 			o, err := decodeObject(v)
 			if err == nil {
 				s.Objects = append(s.Objects, o)
 			}
 			return err
-		})
-		if err != nil {
-			return err
 		}
-		s.Events, err = t.events(t.compacted, 0)
+		if t.objs != nil {
+			err = t.objs.ForEach(func(k, v []byte) error {
+				for len(keys) > 0 && keys[0] < string(k) {
+					if err := add(pv.objs[keys[0]].val); err != nil {
+						return err
+					}
+					keys = keys[1:]
+				}
+				if len(keys) > 0 && keys[0] == string(k) {
+					v = pv.objs[keys[0]].val
+					keys = keys[1:]
+				}
+				return add(v)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, k := range keys {
+			if err := add(pv.objs[k].val); err != nil {
+				return err
+			}
+		}
+		if t.log != nil {
+			if s.Events, err = t.events(t.compacted, 0); err != nil {
+				return err
+			}
+		} else {
+			s.Events = []backend.Event{}
+		}
+		more, err := pv.pendingEvents(max(t.rev, t.compacted), 0)
+		s.Events = append(s.Events, more...)
 		return err
 	})
 	if err != nil {
@@ -104,7 +191,7 @@ func (b *Backend) Read(ctx context.Context, rt *storagev1.ResourceType, after in
 	for {
 		wake := b.waitChan(name)
 		var evs []backend.Event
-		err := b.view(func(tx *bolt.Tx) error {
+		err := b.read(name, false, func(tx *bolt.Tx, pv *pendingView) error {
 			t, err := openType(tx, rt, name, false)
 			if err != nil {
 				return err
@@ -112,15 +199,28 @@ func (b *Backend) Read(ctx context.Context, rt *storagev1.ResourceType, after in
 			if t == nil {
 				t = &typeTx{}
 			}
+			current := t.rev
+			if pv != nil {
+				current = pv.rev
+			}
 			switch {
 			case after < t.compacted:
 				return backend.ErrCompacted
-			case after > t.rev:
+			case after > current:
 				return backend.ErrRewound
-			case after == t.rev:
+			case after == current:
 				return nil
 			}
-			evs, err = t.events(after, max)
+			if after < t.rev {
+				if evs, err = t.events(after, max); err != nil {
+					return err
+				}
+			}
+			if max > 0 && len(evs) >= max {
+				return nil
+			}
+			more, err := pv.pendingEvents(maxInt64(after, t.rev), max-len(evs))
+			evs = append(evs, more...)
 			return err
 		})
 		if err != nil {
@@ -149,6 +249,10 @@ func (b *Backend) Compact(ctx context.Context, rt *storagev1.ResourceType, rev i
 	name, err := typeName(rt)
 	if err != nil {
 		return 0, err
+	}
+	// Move what the write-ahead log holds into bbolt first, where the log is compacted.
+	if err := b.wal.checkpoint(); err != nil {
+		return 0, unavailable(err)
 	}
 	var compacted int64
 	exists := false
@@ -207,3 +311,10 @@ func (b *Backend) Compact(ctx context.Context, rt *storagev1.ResourceType, rev i
 
 // errNothingToDo rolls back a read-write transaction that changed nothing.
 var errNothingToDo = errors.New("nothing to do")
+
+func maxInt64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -13,10 +13,13 @@ import (
 	"platform.io/services/storage/backend"
 )
 
-// typeTx is a resource type's buckets inside one transaction.
+// typeTx is a resource type's buckets inside one transaction. In a write-ahead-logged batch (see
+// wal.go) the buckets are those of a read-only transaction (nil when the type has no bucket yet),
+// and st stages the batch's writes on top of them and of the logged writes not yet checkpointed.
 type typeTx struct {
 	meta, objs, log *bolt.Bucket
 	rev, compacted  int64
+	st              *stagedType
 }
 
 // openType returns the type's buckets, or nil if the type has never been written. With create,
@@ -66,9 +69,22 @@ func openType(tx *bolt.Tx, rt *storagev1.ResourceType, name string, create bool)
 	return t, nil
 }
 
+// value returns the stored encoding of the live object under key, or nil.
+func (t *typeTx) value(key string) []byte {
+	if t.st != nil {
+		if e, ok := t.st.lookup(key); ok {
+			return e.val
+		}
+		if t.objs == nil {
+			return nil
+		}
+	}
+	return t.objs.Get([]byte(key))
+}
+
 // get returns the live object under key, or nil.
 func (t *typeTx) get(key string) (*storagev1.Object, error) {
-	v := t.objs.Get([]byte(key))
+	v := t.value(key)
 	if v == nil {
 		return nil, nil
 	}
@@ -78,6 +94,13 @@ func (t *typeTx) get(key string) (*storagev1.Object, error) {
 // commit stores the state change of ev (ev.Revision == t.rev+1), appends ev to the log and
 // advances the revision. stored is the new state of the key, nil for Deleted.
 func (t *typeTx) commit(key string, stored *storagev1.Object, ev *backend.Event) error {
+	if t.st != nil {
+		if err := t.st.stage(key, stored, ev); err != nil {
+			return err
+		}
+		t.rev = ev.Revision
+		return nil
+	}
 	if stored != nil {
 		v, err := encodeObject(stored)
 		if err != nil {
@@ -128,7 +151,7 @@ func (b *Backend) Create(ctx context.Context, rt *storagev1.ResourceType, obj *s
 	}
 	return b.write(ctx, rt, true, func(t *typeTx) (backend.Event, error) {
 		key := backend.Key(obj.GetNamespace(), obj.GetName())
-		if t.objs.Get([]byte(key)) != nil {
+		if t.value(key) != nil {
 			return backend.Event{}, backend.ErrAlreadyExists
 		}
 		n := cloneObject(obj)
@@ -228,9 +251,9 @@ func (b *Backend) write(ctx context.Context, rt *storagev1.ResourceType, create 
 		ev    backend.Event
 		opErr error
 	)
-	fn := func(tx *bolt.Tx) error {
+	run := func(open func() (*typeTx, error)) error {
 		ev, opErr = backend.Event{}, nil
-		t, err := openType(tx, rt, name, create)
+		t, err := open()
 		if err != nil {
 			opErr = err
 			return err
@@ -245,13 +268,20 @@ func (b *Backend) write(ctx context.Context, rt *storagev1.ResourceType, create 
 		}
 		return nil
 	}
+	fn := func(tx *bolt.Tx) error {
+		return run(func() (*typeTx, error) { return openType(tx, rt, name, create) })
+	}
 	switch b.mode {
 	case soloCommit:
 		err = b.db.Update(fn)
 	case boltBatch:
 		err = b.db.Batch(fn)
-	default:
+	case groupCommit:
 		err = b.committer.update(fn)
+	default:
+		err = b.wal.update(func(wb *walBatch) error {
+			return run(func() (*typeTx, error) { return wb.openType(rt, name, create) })
+		})
 	}
 	if opErr != nil {
 		return backend.Event{}, opErr

@@ -1,0 +1,343 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"platform.io/services/storage/backend"
+)
+
+// noCheckpoints turns the checkpointer's timer off for backends opened during the test, so that
+// what a test writes stays in the log until it checkpoints itself.
+func noCheckpoints(t *testing.T) {
+	old := checkpointInterval
+	checkpointInterval = time.Hour
+	t.Cleanup(func() { checkpointInterval = old })
+}
+
+// crash abandons b as a killed process would: no checkpoint, the log's file and bbolt's closed
+// as they are. Close is a no-op afterwards.
+func crash(t *testing.T, b *Backend) {
+	t.Helper()
+	b.closing.Do(func() {
+		close(b.closed)
+		close(b.wal.stop)
+		<-b.wal.done
+		b.wal.logMu.Lock()
+		b.wal.closed = true
+		b.wal.seg.Close()
+		b.wal.logMu.Unlock()
+		if err := b.db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// state is everything a reader can see of the test's types.
+func state(t *testing.T, b *Backend) string {
+	t.Helper()
+	ctx := context.Background()
+	var sb strings.Builder
+	types, err := b.Types(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range types {
+		s, err := b.Snapshot(ctx, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, compacted, err := b.Revision(ctx, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur != s.Revision || compacted != s.Compacted {
+			t.Fatalf("%s: Revision %d/%d, Snapshot %d/%d", rt, cur, compacted, s.Revision, s.Compacted)
+		}
+		evs, err := b.Read(ctx, rt, compacted, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != len(s.Events) {
+			t.Fatalf("%s: Read has %d events, Snapshot %d", rt, len(evs), len(s.Events))
+		}
+		fmt.Fprintf(&sb, "type %s/%s rev %d compacted %d\n", rt.Group, rt.Resource, s.Revision, s.Compacted)
+		for _, o := range s.Objects {
+			fmt.Fprintf(&sb, "  obj %s/%s rv %d uid %s value %q\n", o.Namespace, o.Name, o.ResourceVersion, o.Uid, o.Value)
+		}
+		for i, ev := range s.Events {
+			if !eqEvent(ev, evs[i]) {
+				t.Fatalf("%s: Read event %v, Snapshot %v", rt, evs[i], ev)
+			}
+			if want := s.Compacted + int64(i) + 1; ev.Revision != want {
+				t.Fatalf("%s: event %d has revision %d, want %d (dense)", rt, i, ev.Revision, want)
+			}
+			fmt.Fprintf(&sb, "  ev %d type %d obj %s/%s %q prev %v t %d\n", ev.Revision, ev.Type, ev.Object.GetNamespace(), ev.Object.GetName(), ev.Object.GetValue(), ev.Prev != nil, ev.UnixNano)
+		}
+	}
+	return sb.String()
+}
+
+// writeSome makes creates, updates and deletes of pods and deployments, tagged by round.
+func writeSome(t *testing.T, b *Backend, round int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < 6; i++ {
+		if _, err := b.Create(ctx, pods, obj("ns", fmt.Sprint("p", round, "-", i), "v1", fmt.Sprint("u", round, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Update(ctx, pods, obj("ns", fmt.Sprint("p", round, "-1"), "v2", ""), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Delete(ctx, pods, "ns", fmt.Sprint("p", round, "-2"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, deployments, obj("ns", fmt.Sprint("d", round), "", "")); err != nil {
+		t.Fatal(err)
+	}
+	if round > 0 {
+		// Keys written before the last checkpoint, changed in the log.
+		if _, err := b.Update(ctx, pods, obj("ns", fmt.Sprint("p", round-1, "-3"), "v3", ""), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Delete(ctx, pods, "ns", fmt.Sprint("p", round-1, "-4"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWALCrashReplay: writes acknowledged and never checkpointed survive a crash; so do writes
+// checkpointed whose segment was not deleted (the crash came between the two), and readers see
+// the same state before the crash, after reopening, and after the next checkpoint.
+func TestWALCrashReplay(t *testing.T) {
+	noCheckpoints(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "storage.db")
+	b, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSome(t, b, 0)
+	// Keep the segment a checkpoint is about to delete.
+	kept := b.wal.segPath(b.wal.segSeq)
+	data, err := os.ReadFile(kept)
+	if err != nil || len(data) == 0 {
+		t.Fatalf("segment %s: %d bytes, %v", kept, len(data), err)
+	}
+	if err := b.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(kept); !os.IsNotExist(err) {
+		t.Fatalf("checkpointed segment still there: %v", err)
+	}
+	if n := b.wal.ov.count; n != 0 {
+		t.Fatalf("%d events left in the overlay after a checkpoint", n)
+	}
+	writeSome(t, b, 1)
+	if _, err := b.Create(ctx, widgets, obj("", "w", "", "")); err != nil { // a type only the log has
+		t.Fatal(err)
+	}
+	before := state(t, b)
+	crash(t, b)
+	if err := os.WriteFile(kept, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	b = open(t, path, walCommit)
+	if after := state(t, b); after != before {
+		t.Fatalf("after the crash:\n%s\nbefore:\n%s", after, before)
+	}
+	seqs, err := b.wal.segments()
+	if err != nil || len(seqs) != 1 || seqs[0] != b.wal.segSeq {
+		t.Fatalf("segments after replay %v (current %d), %v", seqs, b.wal.segSeq, err)
+	}
+	ev, err := b.Create(ctx, pods, obj("ns", "next", "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(6+2+6+2+2) + 1; ev.Revision != want {
+		t.Fatalf("create after replay got revision %d, want %d", ev.Revision, want)
+	}
+	if err := b.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(t, b); !strings.Contains(got, "obj ns/next") || !strings.Contains(got, fmt.Sprintf("type /pods rev %d ", ev.Revision)) {
+		t.Fatalf("after the next checkpoint:\n%s", got)
+	}
+}
+
+// TestWALTornTail: a record cut short at the end of the last segment (a group whose fdatasync
+// never returned) is dropped and the segment cut to the records before it; a bad record in an
+// earlier segment fails Open rather than losing acknowledged writes.
+func TestWALTornTail(t *testing.T) {
+	noCheckpoints(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		tail func(frame []byte) []byte
+	}{
+		{"half a header", func(f []byte) []byte { return f[:5] }},
+		{"half a payload", func(f []byte) []byte { return f[:len(f)-3] }},
+		{"bad checksum", func(f []byte) []byte { f = append([]byte(nil), f...); f[len(f)-1] ^= 0xff; return f }},
+		{"zeros", func(f []byte) []byte { return make([]byte, 4096) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "storage.db")
+			b, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 3; i++ {
+				if _, err := b.Create(ctx, pods, obj("ns", fmt.Sprint(i), "", "")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := state(t, b)
+			seg := b.wal.segPath(b.wal.segSeq)
+			crash(t, b)
+			good, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frame := appendRecord(nil, "pods", pods, pendingEvent{rev: 4, key: backend.Key("ns", "torn"), entry: []byte{8, 1}})
+			if err := os.WriteFile(seg, append(append([]byte(nil), good...), tc.tail(frame)...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b = open(t, path, walCommit)
+			if after := state(t, b); after != before {
+				t.Fatalf("after a torn tail:\n%s\nbefore:\n%s", after, before)
+			}
+			if ev, err := b.Create(ctx, pods, obj("ns", "3", "", "")); err != nil || ev.Revision != 4 {
+				t.Fatalf("create after replay: %v, %v", ev, err)
+			}
+		})
+	}
+
+	t.Run("corrupt earlier segment", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "storage.db")
+		b, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Create(ctx, pods, obj("ns", "a", "", "")); err != nil {
+			t.Fatal(err)
+		}
+		seg := b.wal.segPath(b.wal.segSeq)
+		crash(t, b)
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)-1] ^= 0xff
+		if err := os.WriteFile(seg, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		later := filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", b.wal.segSeq+1))
+		if err := os.WriteFile(later, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := Open(path, Options{}); err == nil {
+			b.Close()
+			t.Fatal("Open accepted a corrupt record in a segment that is not the last")
+		} else if !strings.Contains(err.Error(), seg) {
+			t.Fatalf("Open error %q does not name the segment", err)
+		}
+	})
+}
+
+// TestWALReadsAcrossCheckpoint: with writes both in bbolt and in the log, Read pages through
+// both without a gap, Snapshot merges keys changed or deleted in the log, and Types and Revision
+// include a type only the log has.
+func TestWALReadsAcrossCheckpoint(t *testing.T) {
+	noCheckpoints(t)
+	ctx := context.Background()
+	b := newBackend(t, walCommit)
+	writeSome(t, b, 0) // pods 1..8
+	if err := b.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	writeSome(t, b, 1) // pods 9..18, two of them changing round 0's keys
+	if _, err := b.Create(ctx, widgets, obj("", "w", "", "")); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for after := int64(0); after < 18; {
+		evs, err := b.Read(ctx, pods, after, 3)
+		if err != nil || len(evs) == 0 || len(evs) > 3 {
+			t.Fatalf("Read(%d, 3) = %d events, %v", after, len(evs), err)
+		}
+		for _, ev := range evs {
+			got = append(got, ev.Revision)
+		}
+		after = evs[len(evs)-1].Revision
+	}
+	for i, rev := range got {
+		if rev != int64(i+1) {
+			t.Fatalf("paged revisions %v", got)
+		}
+	}
+	s, err := b.Snapshot(ctx, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range s.Objects {
+		names = append(names, fmt.Sprintf("%s=%s", o.Name, o.Value))
+	}
+	want := "p0-0=v1 p0-1=v2 p0-3=v3 p0-5=v1 p1-0=v1 p1-1=v2 p1-3=v1 p1-4=v1 p1-5=v1"
+	if strings.Join(names, " ") != want || s.Revision != 18 || len(s.Events) != 18 {
+		t.Fatalf("Snapshot: %v at %d with %d events, want %s at 18 with 18", names, s.Revision, len(s.Events), want)
+	}
+	if cur, _, err := b.Revision(ctx, widgets); err != nil || cur != 1 {
+		t.Fatalf("Revision of a type only the log has: %d, %v", cur, err)
+	}
+	types, err := b.Types(ctx)
+	if err != nil || len(types) != 3 {
+		t.Fatalf("Types = %v, %v", types, err)
+	}
+	// Compact checkpoints first, so it can compact what only the log held.
+	if c, err := b.Compact(ctx, pods, 15); err != nil || c != 15 {
+		t.Fatalf("Compact(15) = %d, %v", c, err)
+	}
+	if evs, err := b.Read(ctx, pods, 15, 0); err != nil || len(evs) != 3 {
+		t.Fatalf("Read after Compact: %d events, %v", len(evs), err)
+	}
+}
+
+// TestWALSyncFailure: a log sync that fails fails the group's writes as unavailable, and every
+// later write, since what the file holds is no longer known (as etcd stops on a failed WAL sync);
+// Ping reports it, so readiness fails and the process is restarted.
+func TestWALSyncFailure(t *testing.T) {
+	ctx := context.Background()
+	b := newBackend(t, walCommit)
+	if _, err := b.Create(ctx, pods, obj("ns", "a", "", "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	syncLog = func(*os.File) error { return syscall.EIO }
+	_, err := b.Create(ctx, pods, obj("ns", "b", "", ""))
+	syncLog = fdatasync
+	if !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Create with a failing sync: %v", err)
+	}
+	if _, err := b.Create(ctx, pods, obj("ns", "c", "", "")); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("Create after a failed sync: %v", err)
+	}
+	if err := b.Ping(ctx); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("Ping after a failed sync: %v", err)
+	}
+	// Readers still see what was acknowledged, and nothing else.
+	if s, err := b.Snapshot(ctx, pods); err != nil || len(s.Objects) != 1 || s.Revision != 1 {
+		t.Fatalf("Snapshot after a failed sync: %v, %v", s, err)
+	}
+}

@@ -57,24 +57,42 @@ func decodeObject(b []byte) (*storagev1.Object, error) {
 // encodeEvent encodes ev without its revision (the revision is the log key). For Deleted, the
 // object is not stored: it is Prev with the deletion revision, rebuilt by decodeEvent.
 func encodeEvent(ev *backend.Event) ([]byte, error) {
-	var b []byte
-	b = protowire.AppendTag(b, fieldType, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(ev.Type))
-	if ev.Type != backend.Deleted && ev.Object != nil {
-		o, err := encodeObject(ev.Object)
-		if err != nil {
+	return encodeEventWith(ev, nil, nil)
+}
+
+// encodeEventWith is encodeEvent with the encodings of ev.Object and ev.Prev when the caller has
+// them already (nil: encode them).
+func encodeEventWith(ev *backend.Event, object, prev []byte) ([]byte, error) {
+	var err error
+	withObject := ev.Type != backend.Deleted && ev.Object != nil
+	if withObject && object == nil {
+		if object, err = encodeObject(ev.Object); err != nil {
 			return nil, err
 		}
-		b = protowire.AppendTag(b, fieldObject, protowire.BytesType)
-		b = protowire.AppendBytes(b, o)
+	}
+	if ev.Prev != nil && prev == nil {
+		if prev, err = encodeObject(ev.Prev); err != nil {
+			return nil, err
+		}
+	}
+	size := protowire.SizeTag(fieldType) + protowire.SizeVarint(uint64(ev.Type)) +
+		protowire.SizeTag(fieldUnixNano) + protowire.SizeVarint(uint64(ev.UnixNano))
+	if withObject {
+		size += protowire.SizeTag(fieldObject) + protowire.SizeBytes(len(object))
 	}
 	if ev.Prev != nil {
-		p, err := encodeObject(ev.Prev)
-		if err != nil {
-			return nil, err
-		}
+		size += protowire.SizeTag(fieldPrev) + protowire.SizeBytes(len(prev))
+	}
+	b := make([]byte, 0, size)
+	b = protowire.AppendTag(b, fieldType, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(ev.Type))
+	if withObject {
+		b = protowire.AppendTag(b, fieldObject, protowire.BytesType)
+		b = protowire.AppendBytes(b, object)
+	}
+	if ev.Prev != nil {
 		b = protowire.AppendTag(b, fieldPrev, protowire.BytesType)
-		b = protowire.AppendBytes(b, p)
+		b = protowire.AppendBytes(b, prev)
 	}
 	b = protowire.AppendTag(b, fieldUnixNano, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(ev.UnixNano))

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	storagev1 "platform.io/proto/storage/v1"
-	"platform.io/services/storage/backend"
 )
 
 // The write-ahead log (walCommit, the default way of committing).
@@ -124,37 +123,22 @@ func (s *stagedType) lookup(key string) (objEntry, bool) {
 	return objEntry{}, false
 }
 
-// stage records the state change of ev (see typeTx.commit) in the group, and its log record. It
-// refuses what bbolt would refuse at the checkpoint, where it could no longer be answered.
-func (s *stagedType) stage(key string, stored *storagev1.Object, ev *backend.Event) error {
+// stage records a write in the group (see typeTx.commit: the key's new stored value, nil when
+// deleted, and the log entry of revision rev), and its log record. It refuses what bbolt would
+// refuse at the checkpoint, where it could no longer be answered.
+func (s *stagedType) stage(key string, val, entry []byte, rev int64) error {
 	switch {
 	case key == "":
 		return berrors.ErrKeyRequired
 	case len(key) > bolt.MaxKeySize:
 		return berrors.ErrKeyTooLarge
-	}
-	var val []byte
-	if stored != nil {
-		v, err := encodeObject(stored)
-		if err != nil {
-			return err
-		}
-		if len(v) > bolt.MaxValueSize {
-			return berrors.ErrValueTooLarge
-		}
-		val = v
-	}
-	entry, err := encodeEvent(ev)
-	if err != nil {
-		return err
-	}
-	if len(entry) > bolt.MaxValueSize {
+	case len(val) > bolt.MaxValueSize, len(entry) > bolt.MaxValueSize:
 		return berrors.ErrValueTooLarge
 	}
-	pe := pendingEvent{rev: ev.Revision, key: key, val: val, entry: entry}
+	pe := pendingEvent{rev: rev, key: key, val: val, entry: entry}
 	s.events = append(s.events, pe)
-	s.objs[key] = objEntry{val: val, rev: pe.rev}
-	s.rev = pe.rev
+	s.objs[key] = objEntry{val: val, rev: rev}
+	s.rev = rev
 	s.wb.records = appendRecord(s.wb.records, s.name, s.rt, pe)
 	return nil
 }
@@ -740,26 +724,38 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // appendRecord appends the frame of one logged write.
 func appendRecord(b []byte, name string, rt *storagev1.ResourceType, pe pendingEvent) []byte {
-	var p []byte
-	p = protowire.AppendTag(p, walFieldType, protowire.BytesType)
-	p = protowire.AppendString(p, name)
-	p = protowire.AppendTag(p, walFieldGroup, protowire.BytesType)
-	p = protowire.AppendString(p, rt.GetGroup())
-	p = protowire.AppendTag(p, walFieldResource, protowire.BytesType)
-	p = protowire.AppendString(p, rt.GetResource())
-	p = protowire.AppendTag(p, walFieldRevision, protowire.VarintType)
-	p = protowire.AppendVarint(p, uint64(pe.rev))
-	p = protowire.AppendTag(p, walFieldKey, protowire.BytesType)
-	p = protowire.AppendString(p, pe.key)
+	size := protowire.SizeTag(walFieldType) + protowire.SizeBytes(len(name)) +
+		protowire.SizeTag(walFieldGroup) + protowire.SizeBytes(len(rt.GetGroup())) +
+		protowire.SizeTag(walFieldResource) + protowire.SizeBytes(len(rt.GetResource())) +
+		protowire.SizeTag(walFieldRevision) + protowire.SizeVarint(uint64(pe.rev)) +
+		protowire.SizeTag(walFieldKey) + protowire.SizeBytes(len(pe.key)) +
+		protowire.SizeTag(walFieldEntry) + protowire.SizeBytes(len(pe.entry))
 	if pe.val != nil {
-		p = protowire.AppendTag(p, walFieldValue, protowire.BytesType)
-		p = protowire.AppendBytes(p, pe.val)
+		size += protowire.SizeTag(walFieldValue) + protowire.SizeBytes(len(pe.val))
 	}
-	p = protowire.AppendTag(p, walFieldEntry, protowire.BytesType)
-	p = protowire.AppendBytes(p, pe.entry)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(p, castagnoli))
-	return append(b, p...)
+	b = slices.Grow(b, 8+size)
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0) // length and checksum, set below
+	b = protowire.AppendTag(b, walFieldType, protowire.BytesType)
+	b = protowire.AppendString(b, name)
+	b = protowire.AppendTag(b, walFieldGroup, protowire.BytesType)
+	b = protowire.AppendString(b, rt.GetGroup())
+	b = protowire.AppendTag(b, walFieldResource, protowire.BytesType)
+	b = protowire.AppendString(b, rt.GetResource())
+	b = protowire.AppendTag(b, walFieldRevision, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(pe.rev))
+	b = protowire.AppendTag(b, walFieldKey, protowire.BytesType)
+	b = protowire.AppendString(b, pe.key)
+	if pe.val != nil {
+		b = protowire.AppendTag(b, walFieldValue, protowire.BytesType)
+		b = protowire.AppendBytes(b, pe.val)
+	}
+	b = protowire.AppendTag(b, walFieldEntry, protowire.BytesType)
+	b = protowire.AppendBytes(b, pe.entry)
+	p := b[start+8:]
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(p)))
+	binary.LittleEndian.PutUint32(b[start+4:], crc32.Checksum(p, castagnoli))
+	return b
 }
 
 // errTorn is a frame that is cut short or whose checksum does not match.

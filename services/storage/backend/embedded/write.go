@@ -20,6 +20,9 @@ type typeTx struct {
 	meta, objs, log *bolt.Bucket
 	rev, compacted  int64
 	st              *stagedType
+	// The encoding of the last object get decoded, which a write's event reuses as its Prev.
+	gotKey string
+	gotVal []byte
 }
 
 // openType returns the type's buckets, or nil if the type has never been written. With create,
@@ -88,35 +91,53 @@ func (t *typeTx) get(key string) (*storagev1.Object, error) {
 	if v == nil {
 		return nil, nil
 	}
+	t.gotKey, t.gotVal = key, v
 	return decodeObject(v)
+}
+
+// encodings returns the stored encoding of stored and the log entry of ev, reusing stored's
+// encoding for ev.Object (the same object) and that of the object get last returned for ev.Prev
+// (the key's previous state, which writes do not modify).
+func (t *typeTx) encodings(key string, stored *storagev1.Object, ev *backend.Event) (val, entry []byte, err error) {
+	if stored != nil {
+		if val, err = encodeObject(stored); err != nil {
+			return nil, nil, err
+		}
+	}
+	var object, prev []byte
+	if ev.Object == stored {
+		object = val
+	}
+	if ev.Prev != nil && key == t.gotKey {
+		prev = t.gotVal
+	}
+	entry, err = encodeEventWith(ev, object, prev)
+	return val, entry, err
 }
 
 // commit stores the state change of ev (ev.Revision == t.rev+1), appends ev to the log and
 // advances the revision. stored is the new state of the key, nil for Deleted.
 func (t *typeTx) commit(key string, stored *storagev1.Object, ev *backend.Event) error {
+	val, entry, err := t.encodings(key, stored, ev)
+	if err != nil {
+		return err
+	}
 	if t.st != nil {
-		if err := t.st.stage(key, stored, ev); err != nil {
+		if err := t.st.stage(key, val, entry, ev.Revision); err != nil {
 			return err
 		}
 		t.rev = ev.Revision
 		return nil
 	}
-	if stored != nil {
-		v, err := encodeObject(stored)
-		if err != nil {
-			return err
-		}
-		if err := t.objs.Put([]byte(key), v); err != nil {
-			return err
-		}
-	} else if err := t.objs.Delete([]byte(key)); err != nil {
-		return err
+	if val != nil {
+		err = t.objs.Put([]byte(key), val)
+	} else {
+		err = t.objs.Delete([]byte(key))
 	}
-	e, err := encodeEvent(ev)
 	if err != nil {
 		return err
 	}
-	if err := t.log.Put(u64(ev.Revision), e); err != nil {
+	if err := t.log.Put(u64(ev.Revision), entry); err != nil {
 		return err
 	}
 	t.rev = ev.Revision

@@ -237,8 +237,21 @@ func openWAL(db *bolt.DB, path string) (*wal, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The log ends in the last segment that holds anything: empty segments after it (created
+	// just before a crash) do not make its torn tail damage.
+	last := len(seqs) - 1
+	for last > 0 {
+		fi, err := os.Stat(w.segPath(seqs[last]))
+		if err != nil {
+			return nil, err
+		}
+		if fi.Size() > 0 {
+			break
+		}
+		last--
+	}
 	for i, seq := range seqs {
-		if err := w.replay(seq, i == len(seqs)-1); err != nil {
+		if err := w.replay(seq, i >= last); err != nil {
 			return nil, err
 		}
 		w.segSeq = seq
@@ -249,15 +262,18 @@ func openWAL(db *bolt.DB, path string) (*wal, error) {
 		}
 		w.ov.types, w.ov.count = map[string]*pendingType{}, 0
 	}
-	if w.seg, err = w.createSegment(w.segSeq + 1); err != nil {
-		return nil, err
-	}
-	w.segSeq++
+	// Delete the replayed segments before creating the next: were a crash to leave both, a torn
+	// tail of the old last segment would read as damage in a segment that is not the last. The
+	// new segment's directory sync makes the deletions durable too.
 	for _, seq := range seqs {
 		if err := os.Remove(w.segPath(seq)); err != nil {
 			return nil, err
 		}
 	}
+	if w.seg, err = w.createSegment(w.segSeq + 1); err != nil {
+		return nil, err
+	}
+	w.segSeq++
 	go w.checkpointer()
 	return w, nil
 }
@@ -584,6 +600,20 @@ func (w *wal) checkpointLocked() error {
 		w.logMu.Unlock()
 		return nil
 	}
+	if w.failed != nil {
+		// The current segment may end in a torn group: keep it the last one. Move the
+		// acknowledged writes into bbolt; replay skips them.
+		snap := w.snapshot()
+		w.logMu.Unlock()
+		if len(snap) == 0 {
+			return nil
+		}
+		if err := w.apply(snap); err != nil {
+			return err
+		}
+		w.trim(snap)
+		return nil
+	}
 	w.logMu.Unlock()
 	// Create the next segment outside logMu: it costs a directory sync.
 	next, err := w.createSegment(w.segSeq + 1)
@@ -591,7 +621,9 @@ func (w *wal) checkpointLocked() error {
 		return err
 	}
 	w.logMu.Lock()
-	if w.closed {
+	if w.closed || w.failed != nil {
+		// Closed or failed meanwhile: the next checkpoint (Close's, or the next tick's) does
+		// what is left.
 		w.logMu.Unlock()
 		next.Close()
 		return os.Remove(w.segPath(w.segSeq + 1))
@@ -607,8 +639,30 @@ func (w *wal) checkpointLocked() error {
 		// The overlay and the older segments stay; the next checkpoint applies them again.
 		return err
 	}
+	w.trim(snap)
+	current := w.segSeq // ckptMu held: only checkpoints change it
+
+	seqs, err := w.segments()
+	if err != nil {
+		return err
+	}
+	for _, seq := range seqs {
+		if seq < current {
+			if err := os.Remove(w.segPath(seq)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// trim drops from the overlay what a checkpoint has applied to bbolt (snap, taken by the
+// checkpoint; the overlay has only grown at its end since).
+func (w *wal) trim(snap []ckptType) {
 	w.logMu.Lock()
+	defer w.logMu.Unlock()
 	w.ov.mu.Lock()
+	defer w.ov.mu.Unlock()
 	for _, ct := range snap {
 		pt := w.ov.types[ct.name]
 		if pt == nil || len(ct.events) == 0 {
@@ -626,22 +680,6 @@ func (w *wal) checkpointLocked() error {
 			delete(w.ov.types, ct.name)
 		}
 	}
-	w.ov.mu.Unlock()
-	current := w.segSeq
-	w.logMu.Unlock()
-
-	seqs, err := w.segments()
-	if err != nil {
-		return err
-	}
-	for _, seq := range seqs {
-		if seq < current {
-			if err := os.Remove(w.segPath(seq)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // checkpointer checkpoints every checkpointInterval, or when merge kicks it, until stop.

@@ -221,6 +221,36 @@ func TestWALTornTail(t *testing.T) {
 		})
 	}
 
+	t.Run("torn tail before an empty segment", func(t *testing.T) {
+		// A crash right after a checkpoint created the next segment.
+		path := filepath.Join(t.TempDir(), "storage.db")
+		b, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Create(ctx, pods, obj("ns", "a", "", "")); err != nil {
+			t.Fatal(err)
+		}
+		before := state(t, b)
+		seg := b.wal.segPath(b.wal.segSeq)
+		crash(t, b)
+		f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte{9, 0, 0}); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.WriteFile(filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", b.wal.segSeq+1)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b = open(t, path, walCommit)
+		if after := state(t, b); after != before {
+			t.Fatalf("after the crash:\n%s\nbefore:\n%s", after, before)
+		}
+	})
+
 	t.Run("corrupt earlier segment", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "storage.db")
 		b, err := Open(path, Options{})
@@ -241,7 +271,8 @@ func TestWALTornTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		later := filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", b.wal.segSeq+1))
-		if err := os.WriteFile(later, nil, 0o600); err != nil {
+		next := appendRecord(nil, "pods", pods, pendingEvent{rev: 2, key: backend.Key("ns", "b"), entry: []byte{8, 1}})
+		if err := os.WriteFile(later, next, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if b, err := Open(path, Options{}); err == nil {
@@ -339,5 +370,25 @@ func TestWALSyncFailure(t *testing.T) {
 	// Readers still see what was acknowledged, and nothing else.
 	if s, err := b.Snapshot(ctx, pods); err != nil || len(s.Objects) != 1 || s.Revision != 1 {
 		t.Fatalf("Snapshot after a failed sync: %v, %v", s, err)
+	}
+	// Checkpoints go on without starting a segment after the failed one, so that its possibly
+	// torn end stays the end of the log; a restart replays it.
+	seg := b.wal.segPath(b.wal.segSeq)
+	if err := b.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if cur := b.wal.segPath(b.wal.segSeq); cur != seg {
+		t.Fatalf("a checkpoint after the failure moved the log from %s to %s", seg, cur)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = open(t, b.wal.dir[:len(b.wal.dir)-len(".wal")], walCommit)
+	s, err := b.Snapshot(ctx, pods)
+	if err != nil || len(s.Objects) < 1 || s.Objects[0].Name != "a" {
+		t.Fatalf("after restarting: %v, %v", s, err)
+	}
+	if _, err := b.Create(ctx, pods, obj("ns", "d", "", "")); err != nil {
+		t.Fatalf("Create after restarting: %v", err)
 	}
 }

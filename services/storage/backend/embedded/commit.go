@@ -25,26 +25,61 @@ const (
 	boltBatch
 )
 
-// committer is a group commit without delay. A writer that finds no transaction running commits
-// its write at once, alone; writers that arrive meanwhile queue up, and when the transaction has
-// been committed the first of them (the next leader) commits the whole queue in one transaction.
-// A lone writer thus waits for one fsync, like with db.Update, and concurrent writers share
-// fsyncs, like with db.Batch, but without waiting for a timer. Each writer leads at most one
-// transaction, so none is kept committing for others.
-type committer struct {
-	db      *bolt.DB
+// group is a group commit without delay. A writer that finds no group running runs its write at
+// once, alone; writers that arrive meanwhile queue up, and when the group has been committed the
+// first of them (the next leader) runs the whole queue as the next group. A lone writer thus
+// waits for one sync, and concurrent writers share syncs, like with db.Batch, but without
+// waiting for a timer. Each writer leads at most one group, so none is kept committing for
+// others. F is what a write is (the function the leader calls in the group).
+type group[F any] struct {
 	mu      sync.Mutex
-	running bool       // a leader is committing
-	queue   []*pending // writes waiting for the next transaction
+	running bool         // a leader is committing
+	queue   []*member[F] // writes waiting for the next group
 }
 
-type pending struct {
-	fn   func(*bolt.Tx) error
+type member[F any] struct {
+	fn   F
 	done chan error // receives the result, or errLead
 }
 
-// errLead tells a queued writer to lead the next transaction.
-var errLead = errors.New("lead the next transaction")
+// errLead tells a queued writer to lead the next group.
+var errLead = errors.New("lead the next group")
+
+// join queues fn for the next group and returns its result; if it becomes the leader, it calls
+// run with the group, which must send every member its result.
+func (g *group[F]) join(fn F, run func([]*member[F])) error {
+	p := &member[F]{fn: fn, done: make(chan error, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, p)
+	if g.running {
+		g.mu.Unlock()
+		if err := <-p.done; err != errLead {
+			return err
+		}
+		g.mu.Lock()
+	}
+	g.running = true
+	batch := g.queue
+	g.queue = nil
+	g.mu.Unlock()
+
+	run(batch)
+
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		g.queue[0].done <- errLead // buffered: does not block
+	} else {
+		g.running = false
+	}
+	g.mu.Unlock()
+	return <-p.done
+}
+
+// committer commits groups of writes (group) each in one bbolt read-write transaction.
+type committer struct {
+	db    *bolt.DB
+	group group[func(*bolt.Tx) error]
+}
 
 // update runs fn in a read-write transaction that may be shared with other writes, and returns
 // when it has been committed (or has failed). As with db.Batch, fn may be run more than once: if
@@ -52,35 +87,11 @@ var errLead = errors.New("lead the next transaction")
 // again in a new one. fn should fail only when the transaction cannot commit; a write that is
 // refused should return nil (after writing nothing) and report the refusal by other means.
 func (c *committer) update(fn func(*bolt.Tx) error) error {
-	p := &pending{fn: fn, done: make(chan error, 1)}
-	c.mu.Lock()
-	c.queue = append(c.queue, p)
-	if c.running {
-		c.mu.Unlock()
-		if err := <-p.done; err != errLead {
-			return err
-		}
-		c.mu.Lock()
-	}
-	c.running = true
-	batch := c.queue
-	c.queue = nil
-	c.mu.Unlock()
-
-	c.run(batch)
-
-	c.mu.Lock()
-	if len(c.queue) > 0 {
-		c.queue[0].done <- errLead // buffered: does not block
-	} else {
-		c.running = false
-	}
-	c.mu.Unlock()
-	return <-p.done
+	return c.group.join(fn, c.run)
 }
 
 // run commits batch, answering every call in it.
-func (c *committer) run(batch []*pending) {
+func (c *committer) run(batch []*member[func(*bolt.Tx) error]) {
 	for len(batch) > 0 {
 		failed := -1
 		err := c.db.Update(func(tx *bolt.Tx) error {

@@ -180,20 +180,12 @@ func (wb *walBatch) openType(rt *storagev1.ResourceType, name string, create boo
 	return t, nil
 }
 
-type walPending struct {
-	fn   func(*walBatch) error
-	done chan error
-}
-
 // wal is the write-ahead log of a Backend.
 type wal struct {
 	db  *bolt.DB
 	dir string
 
-	// The group commit, as in committer.
-	mu      sync.Mutex
-	running bool
-	queue   []*walPending
+	group group[func(*walBatch) error]
 
 	// logMu is held by the leader from evaluating a group to merging it, and by the checkpointer
 	// to switch segments and to trim the overlay.
@@ -379,35 +371,11 @@ func (w *wal) replay(seq uint64, last bool) error {
 // update runs fn in the next group of writes and returns when the group has been logged and
 // synced (or has failed). fn runs exactly once.
 func (w *wal) update(fn func(*walBatch) error) error {
-	p := &walPending{fn: fn, done: make(chan error, 1)}
-	w.mu.Lock()
-	w.queue = append(w.queue, p)
-	if w.running {
-		w.mu.Unlock()
-		if err := <-p.done; err != errLead {
-			return err
-		}
-		w.mu.Lock()
-	}
-	w.running = true
-	batch := w.queue
-	w.queue = nil
-	w.mu.Unlock()
-
-	w.commit(batch)
-
-	w.mu.Lock()
-	if len(w.queue) > 0 {
-		w.queue[0].done <- errLead // buffered: does not block
-	} else {
-		w.running = false
-	}
-	w.mu.Unlock()
-	return <-p.done
+	return w.group.join(fn, w.commit)
 }
 
 // commit evaluates, logs and merges a group of writes, answering each.
-func (w *wal) commit(batch []*walPending) {
+func (w *wal) commit(batch []*member[func(*walBatch) error]) {
 	errs := make([]error, len(batch))
 	answer := func() {
 		for i, p := range batch {

@@ -32,8 +32,8 @@ import (
 // writes, and moves the log into bbolt in the background (a checkpoint), many writes per bbolt
 // commit.
 //
-//   - A group of writes (the queue that built up while the previous group was being logged, as in
-//     committer) is evaluated against a read-only bbolt transaction plus the writes logged but not
+//   - A group of writes (group in commit.go: the queue that built up while the previous group was
+//     being logged) is evaluated against a read-only bbolt transaction plus the writes logged but not
 //     yet checkpointed (the overlay), appended to the current log segment in one write, and
 //     fdatasync'ed. Only then is it merged into the overlay, where readers see it, and
 //     acknowledged.

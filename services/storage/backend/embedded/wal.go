@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -444,15 +443,6 @@ func (w *wal) append(frames []byte) error {
 
 // syncLog makes a segment's appended frames durable (a variable for tests).
 var syncLog = fdatasync
-
-func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
 
 // merge makes a logged group visible to readers (logMu held).
 func (w *wal) merge(wb *walBatch) {

@@ -673,7 +673,6 @@ func (w *wal) close() error {
 
 // pendingView is what the overlay holds of one type, for a reader.
 type pendingView struct {
-	rt     *storagev1.ResourceType
 	rev    int64
 	events []pendingEvent
 	objs   map[string]objEntry // only when asked for
@@ -695,7 +694,7 @@ func (w *wal) beginRead(name string, withObjs bool) (*bolt.Tx, *pendingView, err
 	if pt == nil {
 		return tx, nil, nil
 	}
-	pv := &pendingView{rt: pt.rt, rev: pt.rev, events: pt.events}
+	pv := &pendingView{rev: pt.rev, events: pt.events}
 	if withObjs {
 		pv.objs = make(map[string]objEntry, len(pt.objs))
 		for k, e := range pt.objs {
@@ -757,7 +756,8 @@ func appendRecord(b []byte, name string, rt *storagev1.ResourceType, pe pendingE
 // errTorn is a frame that is cut short or whose checksum does not match.
 var errTorn = errors.New("torn or corrupt record")
 
-// readRecord decodes the frame at the start of b and returns its length.
+// readRecord decodes the frame at the start of b and returns its length. The record's bytes
+// are b's (replay reads each segment into a buffer of its own).
 func readRecord(b []byte) (name string, rt *storagev1.ResourceType, pe pendingEvent, n int, err error) {
 	if len(b) < 8 {
 		return "", nil, pe, 0, errTorn
@@ -800,9 +800,9 @@ func readRecord(b []byte) (name string, rt *storagev1.ResourceType, pe pendingEv
 			case walFieldKey:
 				pe.key, haveKey = string(v), true
 			case walFieldValue:
-				pe.val = append(make([]byte, 0, len(v)), v...)
+				pe.val = v // non-nil even when empty: present means stored
 			case walFieldEntry:
-				pe.entry, haveEntry = append([]byte(nil), v...), true
+				pe.entry, haveEntry = v, true
 			}
 		default:
 			vn = protowire.ConsumeFieldValue(num, typ, p)

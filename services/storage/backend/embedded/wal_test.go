@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,6 +175,36 @@ func TestWALCrashReplay(t *testing.T) {
 	}
 }
 
+// crashedStore opens a store at a new path, creates pods 0..n-1, records what readers see and
+// crashes it: it returns the path, the log's last segment and that state.
+func crashedStore(t *testing.T, n int) (path, seg, before string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "storage.db")
+	b, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if _, err := b.Create(context.Background(), pods, obj("ns", fmt.Sprint(i), "", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = state(t, b)
+	seg = b.wal.segPath(b.wal.segSeq)
+	crash(t, b)
+	return path, seg, before
+}
+
+// nextSegment names the segment after seg.
+func nextSegment(t *testing.T, seg string) string {
+	t.Helper()
+	seq, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(seg), ".wal"), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", seq+1))
+}
+
 // TestWALTornTail: a record cut short at the end of the last segment (a group whose fdatasync
 // never returned) is dropped and the segment cut to the records before it; a bad record in an
 // earlier segment fails Open rather than losing acknowledged writes.
@@ -190,19 +221,7 @@ func TestWALTornTail(t *testing.T) {
 		{"zeros", func(f []byte) []byte { return make([]byte, 4096) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "storage.db")
-			b, err := Open(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < 3; i++ {
-				if _, err := b.Create(ctx, pods, obj("ns", fmt.Sprint(i), "", "")); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before := state(t, b)
-			seg := b.wal.segPath(b.wal.segSeq)
-			crash(t, b)
+			path, seg, before := crashedStore(t, 3)
 			good, err := os.ReadFile(seg)
 			if err != nil {
 				t.Fatal(err)
@@ -211,7 +230,7 @@ func TestWALTornTail(t *testing.T) {
 			if err := os.WriteFile(seg, append(append([]byte(nil), good...), tc.tail(frame)...), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			b = open(t, path, walCommit)
+			b := open(t, path, walCommit)
 			if after := state(t, b); after != before {
 				t.Fatalf("after a torn tail:\n%s\nbefore:\n%s", after, before)
 			}
@@ -223,17 +242,7 @@ func TestWALTornTail(t *testing.T) {
 
 	t.Run("torn tail before an empty segment", func(t *testing.T) {
 		// A crash right after a checkpoint created the next segment.
-		path := filepath.Join(t.TempDir(), "storage.db")
-		b, err := Open(path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Create(ctx, pods, obj("ns", "a", "", "")); err != nil {
-			t.Fatal(err)
-		}
-		before := state(t, b)
-		seg := b.wal.segPath(b.wal.segSeq)
-		crash(t, b)
+		path, seg, before := crashedStore(t, 1)
 		f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -242,26 +251,17 @@ func TestWALTornTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
-		if err := os.WriteFile(filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", b.wal.segSeq+1)), nil, 0o600); err != nil {
+		if err := os.WriteFile(nextSegment(t, seg), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		b = open(t, path, walCommit)
+		b := open(t, path, walCommit)
 		if after := state(t, b); after != before {
 			t.Fatalf("after the crash:\n%s\nbefore:\n%s", after, before)
 		}
 	})
 
 	t.Run("corrupt earlier segment", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "storage.db")
-		b, err := Open(path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Create(ctx, pods, obj("ns", "a", "", "")); err != nil {
-			t.Fatal(err)
-		}
-		seg := b.wal.segPath(b.wal.segSeq)
-		crash(t, b)
+		path, seg, _ := crashedStore(t, 1)
 		data, err := os.ReadFile(seg)
 		if err != nil {
 			t.Fatal(err)
@@ -270,7 +270,7 @@ func TestWALTornTail(t *testing.T) {
 		if err := os.WriteFile(seg, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		later := filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", b.wal.segSeq+1))
+		later := nextSegment(t, seg)
 		next := appendRecord(nil, "pods", pods, pendingEvent{rev: 2, key: backend.Key("ns", "b"), entry: []byte{8, 1}})
 		if err := os.WriteFile(later, next, 0o600); err != nil {
 			t.Fatal(err)

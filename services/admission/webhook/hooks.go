@@ -174,12 +174,15 @@ func newHookCache(src source) *hookCache {
 	return &hookCache{src: src, byName: map[string]cachedConfig{}, current: &hookSet{}}
 }
 
-// get returns the current set, rebuilding what changed.
+// get returns the current set, rebuilding what changed. The configurations are listed under the
+// lock: a caller that listed before a change and stored its set after a caller that listed after
+// it would put back a set without the change, with a newer generation (the interest derived from
+// it would skip writes the changed configuration wants to see).
 func (c *hookCache) get() *hookSet {
-	configs := c.src.list()
-	slices.SortFunc(configs, func(x, y configuration) int { return strings.Compare(x.name, y.name) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	configs := c.src.list()
+	slices.SortFunc(configs, func(x, y configuration) int { return strings.Compare(x.name, y.name) })
 	if len(configs) == len(c.keys) {
 		same := true
 		for i := range configs {

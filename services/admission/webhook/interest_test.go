@@ -3,6 +3,7 @@ package webhook
 import (
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,5 +125,52 @@ func TestHookOrderAndCache(t *testing.T) {
 	next := v.hooks.get()
 	if next == set || next.hooks[1] == first || next.hooks[0] != set.hooks[0] {
 		t.Error("a changed configuration was not rebuilt alone")
+	}
+}
+
+// A caller that listed the configurations before a change must not store its set after a caller
+// that listed after it: the cache would go back to the old configurations, with a newer
+// generation, and the interest derived from it would skip the new configuration's writes.
+func TestHookCacheNeverGoesBack(t *testing.T) {
+	old := admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "old", ResourceVersion: "1"}}
+	added := admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "added", ResourceVersion: "2"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "added.example.com"}}}
+	var (
+		mu      sync.Mutex
+		current = []configuration{{name: "old", obj: &old, rv: "1"}}
+		calls   int
+	)
+	listing := make(chan struct{}) // the first list has its snapshot
+	release := make(chan struct{}) // ...and may return it
+	src := validatingSource(nil)
+	src.list = func() []configuration {
+		mu.Lock()
+		snapshot := append([]configuration(nil), current...)
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			close(listing)
+			<-release
+		}
+		return snapshot
+	}
+	c := newHookCache(src)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.get() }()
+	<-listing
+	mu.Lock()
+	current = append(current, configuration{name: "added", obj: &added, rv: "2"})
+	mu.Unlock()
+	go func() { defer wg.Done(); c.get() }()
+	time.Sleep(50 * time.Millisecond) // the second caller lists, and stores unless it must wait
+	close(release)
+	wg.Wait()
+	c.mu.Lock()
+	set := c.current
+	c.mu.Unlock()
+	if len(set.hooks) != 1 || set.hooks[0].name != "added.example.com" {
+		t.Fatalf("the cache went back to the configurations listed first: %d hooks", len(set.hooks))
 	}
 }

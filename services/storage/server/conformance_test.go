@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"platform.io/libs/redistest"
 	"platform.io/libs/storage"
+	"platform.io/services/storage/backend"
 	"platform.io/services/storage/conformance"
 	"platform.io/services/storage/server"
 )
@@ -36,7 +38,21 @@ func testLogger() *slog.Logger {
 
 func (h *harness) start() {
 	h.t.Helper()
-	srv, err := server.Start(context.Background(), h.cfg, testLogger())
+	// A Redis node that stalls on its fsyncs (appendfsync always, on a machine busy with other
+	// suites) can miss the service's start-up PING; the service then exits, as it would for its
+	// supervisor to start it again. Start again here, for a while: the cases are about what the
+	// service does once it runs.
+	deadline := time.Now().Add(30 * time.Second)
+	var srv *server.Server
+	var err error
+	for {
+		srv, err = server.Start(context.Background(), h.cfg, testLogger())
+		if err == nil || !errors.Is(err, backend.ErrUnavailable) || time.Now().After(deadline) {
+			break
+		}
+		h.t.Logf("start storage service: %v; starting again", err)
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		h.t.Fatalf("start storage service: %v", err)
 	}

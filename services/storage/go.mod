@@ -8,6 +8,7 @@ replace (
 )
 
 require (
+	github.com/google/btree v1.1.3
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/pflag v1.1.0

@@ -508,7 +508,7 @@ func (c *Cache) Stats() []TypeStats {
 	for _, tc := range c.loaded() {
 		tc.mu.RLock()
 		out = append(out, TypeStats{Type: tc.name, Revision: tc.rev, Compacted: tc.compacted,
-			Events: len(tc.events), Objects: len(tc.ix.keys), Live: tc.ix.live, Watchers: tc.watchers})
+			Events: len(tc.events), Objects: tc.ix.len(), Live: tc.ix.live, Watchers: tc.watchers})
 		tc.mu.RUnlock()
 	}
 	return out

@@ -51,8 +51,8 @@ func TestIndexReadsEveryRetainedRevisionAndCompacts(t *testing.T) {
 	for _, ev := range snap.Events[4:] {
 		ix.compactKey(backend.Key(ev.Object.GetNamespace(), ev.Object.GetName()), 6)
 	}
-	if _, ok := ix.versions["ns/a"]; ok || len(ix.keys) != 2 {
-		t.Errorf("deleted key still indexed after compaction past its deletion: keys %v", ix.keys)
+	if _, ok := ix.versions["ns/a"]; ok || ix.len() != 2 {
+		t.Errorf("deleted key still indexed after compaction past its deletion: %d keys", ix.len())
 	}
 	if len(ix.versions["ns/c"]) != 1 {
 		t.Errorf("c keeps %d versions after compaction to its newest", len(ix.versions["ns/c"]))

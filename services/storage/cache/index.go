@@ -1,10 +1,10 @@
 package cache
 
 import (
-	"sort"
 	"strings"
 	"sync/atomic"
 
+	"github.com/google/btree"
 	"google.golang.org/protobuf/proto"
 
 	storagev1 "platform.io/proto/storage/v1"
@@ -51,14 +51,24 @@ func ReadView(obj *storagev1.Object) *storagev1.Object {
 // revision r" for every retained r. It is not safe for concurrent use; typeCache guards it.
 type index struct {
 	versions map[string][]version
-	// keys holds every key with at least one version, sorted, for ordered (paged) scans.
-	keys []string
+	// keys holds every key with at least one version, in order, for ordered (paged) scans: a
+	// B-tree, so that a new key costs O(log n) (in a sorted slice, an insert moved half of a
+	// type's keys: 4% of the all-in-one's CPU under creates once a namespace held 40,000).
+	keys *btree.BTreeG[string]
 	// live counts the keys whose newest version is an object (not a deletion): the
 	// apiserver_storage_objects metric, kept up to date so a scrape costs nothing.
 	live int
 }
 
-func newIndex() *index { return &index{versions: make(map[string][]version)} }
+// keysDegree is the B-tree's degree: nodes of up to 63 keys, few levels, cheap in-order scans.
+const keysDegree = 32
+
+func newIndex() *index {
+	return &index{versions: make(map[string][]version), keys: btree.NewOrderedG[string](keysDegree)}
+}
+
+// len is the number of keys with at least one version.
+func (ix *index) len() int { return ix.keys.Len() }
 
 // add records that key holds obj (nil: deleted) from rev on. Revisions arrive in order.
 func (ix *index) add(key string, rev int64, obj *storagev1.Object) {
@@ -70,10 +80,7 @@ func (ix *index) add(key string, rev int64, obj *storagev1.Object) {
 		ix.live++
 	}
 	if !ok {
-		i := sort.SearchStrings(ix.keys, key)
-		ix.keys = append(ix.keys, "")
-		copy(ix.keys[i+1:], ix.keys[i:])
-		ix.keys[i] = key
+		ix.keys.ReplaceOrInsert(key)
 	}
 	v := version{rev: rev, obj: obj, out: ReadView(obj)}
 	if obj != nil {
@@ -120,10 +127,7 @@ func (ix *index) compactKey(key string, compacted int64) {
 	rest := vs[keep:]
 	if len(rest) == 0 {
 		delete(ix.versions, key)
-		i := sort.SearchStrings(ix.keys, key)
-		if i < len(ix.keys) && ix.keys[i] == key {
-			ix.keys = append(ix.keys[:i], ix.keys[i+1:]...)
-		}
+		ix.keys.Delete(key)
 		return
 	}
 	ix.versions[key] = append([]version(nil), rest...)
@@ -136,17 +140,15 @@ func (ix *index) scan(prefix, after string, rev int64, fn func(key string, v *ve
 	if after >= from {
 		from = after + "\x00"
 	}
-	for i := sort.SearchStrings(ix.keys, from); i < len(ix.keys); i++ {
-		key := ix.keys[i]
+	ix.keys.AscendGreaterOrEqual(from, func(key string) bool {
 		if !strings.HasPrefix(key, prefix) {
-			return
+			return false
 		}
 		if v := versionAt(ix.versions[key], rev); v != nil {
-			if !fn(key, v) {
-				return
-			}
+			return fn(key, v)
 		}
-	}
+		return true
+	})
 }
 
 // buildIndex reconstructs the index from a snapshot: the live objects at snap.Revision and the

@@ -22,14 +22,14 @@ func TestIndexCountsLiveObjects(t *testing.T) {
 		{Type: backend.Modified, Revision: 6, Object: o("c", 6), Prev: o("c", 4)},
 	}
 	ix := buildIndex(snap)
-	if ix.live != 2 || len(ix.keys) != 3 {
-		t.Fatalf("rebuilt index: live %d, keys %d; want 2 live of 3 keys (a is deleted)", ix.live, len(ix.keys))
+	if ix.live != 2 || ix.len() != 3 {
+		t.Fatalf("rebuilt index: live %d, keys %d; want 2 live of 3 keys (a is deleted)", ix.live, ix.len())
 	}
 	for _, key := range []string{"ns/a", "ns/b", "ns/c"} {
 		ix.compactKey(key, 6)
 	}
-	if ix.live != 2 || len(ix.keys) != 2 {
-		t.Fatalf("after compaction: live %d, keys %d; want 2 and 2", ix.live, len(ix.keys))
+	if ix.live != 2 || ix.len() != 2 {
+		t.Fatalf("after compaction: live %d, keys %d; want 2 and 2", ix.live, ix.len())
 	}
 	ix.apply("ns/a", backend.Event{Type: backend.Added, Revision: 7, Object: o("a", 7)})
 	ix.apply("ns/a", backend.Event{Type: backend.Modified, Revision: 8, Object: o("a", 8), Prev: o("a", 7)})

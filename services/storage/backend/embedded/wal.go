@@ -41,14 +41,24 @@ import (
 //     once, whether or not it has been checkpointed.
 //   - Every checkpointInterval (or sooner when checkpointEvents writes are waiting), the
 //     checkpointer starts a new segment, writes what the overlay held into bbolt in one
-//     transaction (synced as usual), drops it from the overlay and deletes the older segments.
+//     transaction (synced as usual), drops it from the overlay and retires the older segments:
+//     the newest is kept as the spare that the next checkpoint renames into the next segment,
+//     the others are deleted.
 //   - Open replays the segments into bbolt (records at or below a type's bbolt revision are
 //     already there), cutting a torn record at the end of the last segment (a group whose
 //     fdatasync never returned, so never acknowledged). A bad record anywhere else fails Open.
 //
 // Segments are files named by a hexadecimal sequence number in the directory <data file>.wal.
 // Each record is a frame: 4 bytes little-endian payload length, 4 bytes little-endian CRC-32C of
-// the payload, then the payload, a protobuf message written with protowire (walField*).
+// the segment's sequence number (8 bytes little-endian) followed by the payload, then the
+// payload, a protobuf message written with protowire (walField*). Each append ends with eight
+// zero bytes, the end of the log, which the next append overwrites.
+//
+// Segments are reused: a group overwrites the spare's blocks in place, and an fdatasync of an
+// overwrite that does not grow the file commits no metadata (0.145 against 0.200 ms for an
+// append on the machines here). The old records a reused segment still holds past the end are
+// not mistaken for new ones: their checksums were seeded with another sequence number, and the
+// zero bytes after every append mark where the segment's records end.
 
 // checkpointInterval and checkpointEvents bound how long and how much the overlay holds
 // (variables for tests).
@@ -138,7 +148,7 @@ func (s *stagedType) stage(key string, val, entry []byte, rev int64) error {
 	s.events = append(s.events, pe)
 	s.objs[key] = objEntry{val: val, rev: rev}
 	s.rev = rev
-	s.wb.records = appendRecord(s.wb.records, s.name, s.rt, pe)
+	s.wb.records = appendRecord(s.wb.records, s.wb.w.segSeq, s.name, s.rt, pe) // logMu held: the segment stays
 	return nil
 }
 
@@ -191,7 +201,7 @@ type wal struct {
 	logMu    sync.Mutex
 	seg      *os.File
 	segSeq   uint64
-	segBytes int64
+	segBytes int64 // the offset of the next append: the end of the segment's records
 	failed   error // an append or sync failed: the log refuses writes from then on
 	closed   bool
 
@@ -224,25 +234,33 @@ func openWAL(db *bolt.DB, path string) (*wal, error) {
 	if err := syncDir(filepath.Dir(w.dir)); err != nil {
 		return nil, err
 	}
+	// A spare left by the last run holds checkpointed records only.
+	if err := os.Remove(w.sparePath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	seqs, err := w.segments()
 	if err != nil {
 		return nil, err
 	}
-	// The log ends in the last segment that holds anything: empty segments after it (created
-	// just before a crash) do not make its torn tail damage.
-	last := len(seqs) - 1
-	for last > 0 {
-		fi, err := os.Stat(w.segPath(seqs[last]))
-		if err != nil {
+	data := make([][]byte, len(seqs))
+	for i, seq := range seqs {
+		if data[i], err = os.ReadFile(w.segPath(seq)); err != nil {
 			return nil, err
 		}
-		if fi.Size() > 0 {
+	}
+	// The log ends in the last segment that holds anything: empty segments after it (created,
+	// or a spare renamed into one, just before a crash) do not make its torn tail damage. A
+	// reused segment not written since holds another sequence number's records, which read as
+	// torn: it is the last segment then, as no checkpoint starts a segment after an empty one.
+	last := len(seqs) - 1
+	for last > 0 {
+		if _, _, _, _, err := readRecord(data[last], seqs[last]); !errors.Is(err, errEnd) {
 			break
 		}
 		last--
 	}
 	for i, seq := range seqs {
-		if err := w.replay(seq, i >= last); err != nil {
+		if err := w.replay(seq, data[i], i >= last); err != nil {
 			return nil, err
 		}
 		w.segSeq = seq
@@ -273,6 +291,10 @@ func (w *wal) segPath(seq uint64) string {
 	return filepath.Join(w.dir, fmt.Sprintf("%016x.wal", seq))
 }
 
+// sparePath is the retired segment the next checkpoint reuses (not a segment: segments ignores
+// it).
+func (w *wal) sparePath() string { return filepath.Join(w.dir, "spare") }
+
 // segments returns the sequence numbers of the log's segments, in order.
 func (w *wal) segments() ([]uint64, error) {
 	ents, err := os.ReadDir(w.dir)
@@ -295,10 +317,18 @@ func (w *wal) segments() ([]uint64, error) {
 	return seqs, nil
 }
 
-// createSegment creates an empty segment and makes its directory entry durable, so that writes
-// acknowledged from it survive a crash.
+// createSegment starts segment seq, from the spare when there is one, else as a new file, and
+// makes its directory entry durable, so that writes acknowledged from it survive a crash.
 func (w *wal) createSegment(seq uint64) (*os.File, error) {
-	f, err := os.OpenFile(w.segPath(seq), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	path := w.segPath(seq)
+	err := os.Rename(w.sparePath(), path)
+	flags := os.O_WRONLY
+	if errors.Is(err, os.ErrNotExist) {
+		flags |= os.O_CREATE | os.O_EXCL
+	} else if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -309,18 +339,18 @@ func (w *wal) createSegment(seq uint64) (*os.File, error) {
 	return f, nil
 }
 
-// replay reads a segment into the overlay. In the last segment, a torn or partly written record
-// ends the log.
-func (w *wal) replay(seq uint64, last bool) error {
+// replay reads a segment's records (data, the whole file) into the overlay. They end at the end
+// mark (or the end of the file); in the last segment, a torn or partly written record ends the
+// log too.
+func (w *wal) replay(seq uint64, data []byte, last bool) error {
 	path := w.segPath(seq)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
 	revs := map[string]int64{}
 	off := 0
 	for off < len(data) {
-		name, rt, pe, n, err := readRecord(data[off:])
+		name, rt, pe, n, err := readRecord(data[off:], seq)
+		if errors.Is(err, errEnd) {
+			return nil
+		}
 		if err != nil {
 			if !last {
 				return fmt.Errorf("log segment %s: record at offset %d: %w", path, off, err)
@@ -429,17 +459,23 @@ func callWAL(fn func(*walBatch) error, wb *walBatch) (err error) {
 	return fn(wb)
 }
 
-// append writes frames to the current segment and syncs them.
+// append writes frames, and the end mark after them, at the end of the current segment's records
+// and syncs them.
 func (w *wal) append(frames []byte) error {
-	if _, err := w.seg.Write(frames); err != nil {
+	n := len(frames)
+	frames = append(frames, endMark[:]...)
+	if _, err := w.seg.WriteAt(frames, w.segBytes); err != nil {
 		return err
 	}
 	if err := syncLog(w.seg); err != nil {
 		return err
 	}
-	w.segBytes += int64(len(frames))
+	w.segBytes += int64(n)
 	return nil
 }
+
+// endMark follows the last record of a segment: a frame header of length 0 and checksum 0.
+var endMark [8]byte
 
 // syncLog makes a segment's appended frames durable (a variable for tests).
 var syncLog = fdatasync
@@ -604,11 +640,25 @@ func (w *wal) checkpointLocked() error {
 	if err != nil {
 		return err
 	}
-	for _, seq := range seqs {
-		if seq < current {
-			if err := os.Remove(w.segPath(seq)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// Retire the older segments, newest first: the first becomes the spare unless one is
+	// waiting (it holds checkpointed records only, and past the end mark of the next records
+	// written into it, nothing replay reads).
+	_, err = os.Stat(w.sparePath())
+	haveSpare := err == nil
+	for i := len(seqs) - 1; i >= 0; i-- {
+		seq := seqs[i]
+		if seq >= current {
+			continue
+		}
+		if !haveSpare {
+			if err := os.Rename(w.segPath(seq), w.sparePath()); err != nil {
 				return err
 			}
+			haveSpare = true
+			continue
+		}
+		if err := os.Remove(w.segPath(seq)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 	}
 	return nil
@@ -717,8 +767,15 @@ func (w *wal) pendingTypes() map[string]*storagev1.ResourceType {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// appendRecord appends the frame of one logged write.
-func appendRecord(b []byte, name string, rt *storagev1.ResourceType, pe pendingEvent) []byte {
+// frameChecksum is a frame's CRC-32C: of the segment's sequence number, then of the payload.
+func frameChecksum(seq uint64, payload []byte) uint32 {
+	var s [8]byte
+	binary.LittleEndian.PutUint64(s[:], seq)
+	return crc32.Update(crc32.Update(0, castagnoli, s[:]), castagnoli, payload)
+}
+
+// appendRecord appends the frame of one logged write to segment seq.
+func appendRecord(b []byte, seq uint64, name string, rt *storagev1.ResourceType, pe pendingEvent) []byte {
 	size := protowire.SizeTag(walFieldType) + protowire.SizeBytes(len(name)) +
 		protowire.SizeTag(walFieldGroup) + protowire.SizeBytes(len(rt.GetGroup())) +
 		protowire.SizeTag(walFieldResource) + protowire.SizeBytes(len(rt.GetResource())) +
@@ -749,16 +806,23 @@ func appendRecord(b []byte, name string, rt *storagev1.ResourceType, pe pendingE
 	b = protowire.AppendBytes(b, pe.entry)
 	p := b[start+8:]
 	binary.LittleEndian.PutUint32(b[start:], uint32(len(p)))
-	binary.LittleEndian.PutUint32(b[start+4:], crc32.Checksum(p, castagnoli))
+	binary.LittleEndian.PutUint32(b[start+4:], frameChecksum(seq, p))
 	return b
 }
 
-// errTorn is a frame that is cut short or whose checksum does not match.
-var errTorn = errors.New("torn or corrupt record")
+// errTorn is a frame that is cut short or whose checksum does not match (also a record of a
+// reused segment's earlier life); errEnd is the end mark, or the end of the file.
+var (
+	errTorn = errors.New("torn or corrupt record")
+	errEnd  = errors.New("end of the segment's records")
+)
 
-// readRecord decodes the frame at the start of b and returns its length. The record's bytes
-// are b's (replay reads each segment into a buffer of its own).
-func readRecord(b []byte) (name string, rt *storagev1.ResourceType, pe pendingEvent, n int, err error) {
+// readRecord decodes the frame of segment seq at the start of b and returns its length. The
+// record's bytes are b's (replay reads each segment into a buffer of its own).
+func readRecord(b []byte, seq uint64) (name string, rt *storagev1.ResourceType, pe pendingEvent, n int, err error) {
+	if len(b) == 0 || len(b) >= 8 && [8]byte(b[:8]) == endMark {
+		return "", nil, pe, 0, errEnd
+	}
 	if len(b) < 8 {
 		return "", nil, pe, 0, errTorn
 	}
@@ -767,7 +831,7 @@ func readRecord(b []byte) (name string, rt *storagev1.ResourceType, pe pendingEv
 		return "", nil, pe, 0, errTorn
 	}
 	p := b[8 : 8+size]
-	if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+	if frameChecksum(seq, p) != binary.LittleEndian.Uint32(b[4:]) {
 		return "", nil, pe, 0, errTorn
 	}
 	rt = &storagev1.ResourceType{}

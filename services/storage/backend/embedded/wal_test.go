@@ -195,14 +195,41 @@ func crashedStore(t *testing.T, n int) (path, seg, before string) {
 	return path, seg, before
 }
 
-// nextSegment names the segment after seg.
-func nextSegment(t *testing.T, seg string) string {
+// segmentSeq is the sequence number of the segment file seg.
+func segmentSeq(t *testing.T, seg string) uint64 {
 	t.Helper()
 	seq, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(seg), ".wal"), 16, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", seq+1))
+	return seq
+}
+
+// nextSegment names the segment after seg.
+func nextSegment(t *testing.T, seg string) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(seg), fmt.Sprintf("%016x.wal", segmentSeq(t, seg)+1))
+}
+
+// recordsEnd reads segment seg and returns its bytes and the offset of its end mark (where the
+// next append would go).
+func recordsEnd(t *testing.T, seg string) ([]byte, int) {
+	t.Helper()
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, off := segmentSeq(t, seg), 0
+	for {
+		_, _, _, n, err := readRecord(data[off:], seq)
+		if errors.Is(err, errEnd) {
+			return data, off
+		}
+		if err != nil {
+			t.Fatalf("segment %s at %d: %v", seg, off, err)
+		}
+		off += n
+	}
 }
 
 // TestWALTornTail: a record cut short at the end of the last segment (a group whose fdatasync
@@ -222,12 +249,10 @@ func TestWALTornTail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, seg, before := crashedStore(t, 3)
-			good, err := os.ReadFile(seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			frame := appendRecord(nil, "pods", pods, pendingEvent{rev: 4, key: backend.Key("ns", "torn"), entry: []byte{8, 1}})
-			if err := os.WriteFile(seg, append(append([]byte(nil), good...), tc.tail(frame)...), 0o600); err != nil {
+			data, end := recordsEnd(t, seg)
+			// The torn group was being written over the end mark.
+			frame := appendRecord(nil, segmentSeq(t, seg), "pods", pods, pendingEvent{rev: 4, key: backend.Key("ns", "torn"), entry: []byte{8, 1}})
+			if err := os.WriteFile(seg, append(data[:end:end], tc.tail(frame)...), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			b := open(t, path, walCommit)
@@ -243,14 +268,10 @@ func TestWALTornTail(t *testing.T) {
 	t.Run("torn tail before an empty segment", func(t *testing.T) {
 		// A crash right after a checkpoint created the next segment.
 		path, seg, before := crashedStore(t, 1)
-		f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
+		data, end := recordsEnd(t, seg)
+		if err := os.WriteFile(seg, append(data[:end:end], 9, 0, 0), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Write([]byte{9, 0, 0}); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
 		if err := os.WriteFile(nextSegment(t, seg), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -262,16 +283,13 @@ func TestWALTornTail(t *testing.T) {
 
 	t.Run("corrupt earlier segment", func(t *testing.T) {
 		path, seg, _ := crashedStore(t, 1)
-		data, err := os.ReadFile(seg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[len(data)-1] ^= 0xff
+		data, end := recordsEnd(t, seg)
+		data[end-1] ^= 0xff // the last byte of the last record
 		if err := os.WriteFile(seg, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		later := nextSegment(t, seg)
-		next := appendRecord(nil, "pods", pods, pendingEvent{rev: 2, key: backend.Key("ns", "b"), entry: []byte{8, 1}})
+		next := appendRecord(nil, segmentSeq(t, later), "pods", pods, pendingEvent{rev: 2, key: backend.Key("ns", "b"), entry: []byte{8, 1}})
 		if err := os.WriteFile(later, next, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -282,6 +300,78 @@ func TestWALTornTail(t *testing.T) {
 			t.Fatalf("Open error %q does not name the segment", err)
 		}
 	})
+}
+
+// TestWALReusesSegments: a checkpoint keeps the newest retired segment as the spare, and the next
+// one writes over the spare's blocks. Neither the records the reused file still holds past the end
+// mark nor such a record where a torn group ends the log (the next revision, checksummed for the
+// file's earlier sequence number) is replayed.
+func TestWALReusesSegments(t *testing.T) {
+	noCheckpoints(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "storage.db")
+	b, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(name string) int64 {
+		t.Helper()
+		ev, err := b.Create(ctx, pods, obj("ns", name, strings.Repeat("v", 200), ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev.Revision
+	}
+	for i := range 50 {
+		create(fmt.Sprint("a", i))
+	}
+	segA := b.wal.segPath(b.wal.segSeq)
+	fiA, err := os.Stat(segA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(b.wal.sparePath()); err != nil || !os.SameFile(fi, fiA) {
+		t.Fatalf("the retired segment is not the spare: %v", err)
+	}
+	create("b")
+	if err := b.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	segC := b.wal.segPath(b.wal.segSeq)
+	if fi, err := os.Stat(segC); err != nil || !os.SameFile(fi, fiA) {
+		t.Fatalf("the segment after the next checkpoint is not the spare's file: %v", err)
+	}
+	var last int64
+	for i := range 3 {
+		last = create(fmt.Sprint("c", i))
+	}
+	before := state(t, b)
+	crash(t, b)
+
+	data, end := recordsEnd(t, segC)
+	if end >= len(data)-8 {
+		t.Fatalf("the reused segment holds nothing past its end mark (%d of %d bytes)", end, len(data))
+	}
+	_, _, pe, _, err := readRecord(data, segmentSeq(t, segC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe.rev, pe.key = last+1, backend.Key("ns", "stale")
+	stale := appendRecord(nil, segmentSeq(t, segA), "pods", pods, pe)
+	copy(data[end:], stale)
+	if err := os.WriteFile(segC, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b = open(t, path, walCommit)
+	if after := state(t, b); after != before {
+		t.Fatalf("after replaying a reused segment:\n%s\nbefore:\n%s", after, before)
+	}
+	if got := create("next"); got != last+1 {
+		t.Fatalf("create after replay got revision %d, want %d", got, last+1)
+	}
 }
 
 // TestWALReadsAcrossCheckpoint: with writes both in bbolt and in the log, Read pages through

@@ -18,10 +18,12 @@ func validateType(rt *storagev1.ResourceType) error {
 	if rt == nil || rt.GetResource() == "" {
 		return storage.NewInvalid("type.resource", "required")
 	}
-	if errs := validation.IsDNS1123Label(rt.GetResource()); len(errs) > 0 {
-		return storage.NewInvalid("type.resource", "%q: %s", rt.GetResource(), strings.Join(errs, "; "))
+	if r := rt.GetResource(); !isLabel(r) {
+		if errs := validation.IsDNS1123Label(r); len(errs) > 0 {
+			return storage.NewInvalid("type.resource", "%q: %s", r, strings.Join(errs, "; "))
+		}
 	}
-	if g := rt.GetGroup(); g != "" {
+	if g := rt.GetGroup(); g != "" && !isSubdomain(g) {
 		if errs := validation.IsDNS1123Subdomain(g); len(errs) > 0 {
 			return storage.NewInvalid("type.group", "%q: %s", g, strings.Join(errs, "; "))
 		}
@@ -30,7 +32,7 @@ func validateType(rt *storagev1.ResourceType) error {
 }
 
 func validateNamespace(field, ns string) error {
-	if ns == "" {
+	if ns == "" || isLabel(ns) {
 		return nil
 	}
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
@@ -55,6 +57,43 @@ func validateName(field, name string) error {
 		}
 	}
 	return nil
+}
+
+// isLabel and isSubdomain accept what validation.IsDNS1123Label and IsDNS1123Subdomain accept,
+// byte by byte: every request validates its type and namespace, and the library's regular
+// expressions cost 4% of the all-in-one's CPU per get. Whatever they refuse is checked again by
+// the library, which words the error.
+func isLabel(s string) bool {
+	return len(s) <= validation.DNS1123LabelMaxLength && labelPart(s)
+}
+
+func isSubdomain(s string) bool {
+	if len(s) > validation.DNS1123SubdomainMaxLength {
+		return false
+	}
+	for {
+		part, rest, more := strings.Cut(s, ".")
+		if !labelPart(part) {
+			return false
+		}
+		if !more {
+			return true
+		}
+		s = rest
+	}
+}
+
+// labelPart: [a-z0-9]([-a-z0-9]*[a-z0-9])?
+func labelPart(s string) bool {
+	if s == "" || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func validateKey(rt *storagev1.ResourceType, namespace, name string) error {

@@ -121,13 +121,9 @@ func writeSome(t *testing.T, b *Backend, round int) {
 func TestWALCrashReplay(t *testing.T) {
 	noCheckpoints(t)
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "storage.db")
-	b, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, b := freshStore(t)
 	writeSome(t, b, 0)
-	// Keep the segment a checkpoint is about to delete.
+	// Keep the segment a checkpoint is about to retire.
 	kept := b.wal.segPath(b.wal.segSeq)
 	data, err := os.ReadFile(kept)
 	if err != nil || len(data) == 0 {
@@ -175,15 +171,22 @@ func TestWALCrashReplay(t *testing.T) {
 	}
 }
 
-// crashedStore opens a store at a new path, creates pods 0..n-1, records what readers see and
-// crashes it: it returns the path, the log's last segment and that state.
-func crashedStore(t *testing.T, n int) (path, seg, before string) {
+// freshStore opens a store at a new path.
+func freshStore(t *testing.T) (string, *Backend) {
 	t.Helper()
-	path = filepath.Join(t.TempDir(), "storage.db")
+	path := filepath.Join(t.TempDir(), "storage.db")
 	b, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path, b
+}
+
+// crashedStore opens a store at a new path, creates pods 0..n-1, records what readers see and
+// crashes it: it returns the path, the log's last segment and that state.
+func crashedStore(t *testing.T, n int) (path, seg, before string) {
+	t.Helper()
+	path, b := freshStore(t)
 	for i := 0; i < n; i++ {
 		if _, err := b.Create(context.Background(), pods, obj("ns", fmt.Sprint(i), "", "")); err != nil {
 			t.Fatal(err)
@@ -309,11 +312,7 @@ func TestWALTornTail(t *testing.T) {
 func TestWALReusesSegments(t *testing.T) {
 	noCheckpoints(t)
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "storage.db")
-	b, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, b := freshStore(t)
 	create := func(name string) int64 {
 		t.Helper()
 		ev, err := b.Create(ctx, pods, obj("ns", name, strings.Repeat("v", 200), ""))

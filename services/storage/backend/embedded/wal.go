@@ -67,6 +67,10 @@ var (
 	checkpointEvents   = 4096
 )
 
+// maxSpareBytes bounds the segment kept for reuse (a variable for tests): 100 ms of writes at
+// the machines' rates is well under a megabyte, 4,096 writes of large objects may be far more.
+var maxSpareBytes int64 = 16 << 20
+
 // Fields of a log record.
 const (
 	walFieldType     = 1 // string: the type's bucket name
@@ -641,8 +645,9 @@ func (w *wal) checkpointLocked() error {
 		return err
 	}
 	// Retire the older segments, newest first: the first becomes the spare unless one is
-	// waiting (it holds checkpointed records only, and past the end mark of the next records
-	// written into it, nothing replay reads).
+	// waiting or it grew past maxSpareBytes (a burst of large writes need not keep its disk
+	// space); it holds checkpointed records only, and past the end mark of the next records
+	// written into it, nothing replay reads.
 	_, err = os.Stat(w.sparePath())
 	haveSpare := err == nil
 	for i := len(seqs) - 1; i >= 0; i-- {
@@ -651,11 +656,13 @@ func (w *wal) checkpointLocked() error {
 			continue
 		}
 		if !haveSpare {
-			if err := os.Rename(w.segPath(seq), w.sparePath()); err != nil {
-				return err
-			}
 			haveSpare = true
-			continue
+			if fi, err := os.Stat(w.segPath(seq)); err == nil && fi.Size() <= maxSpareBytes {
+				if err := os.Rename(w.segPath(seq), w.sparePath()); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		if err := os.Remove(w.segPath(seq)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err

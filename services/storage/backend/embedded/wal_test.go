@@ -373,6 +373,31 @@ func TestWALReusesSegments(t *testing.T) {
 	}
 }
 
+// A retired segment larger than maxSpareBytes is deleted, not kept: the next segment is a new
+// file.
+func TestWALSpareIsBounded(t *testing.T) {
+	noCheckpoints(t)
+	old := maxSpareBytes
+	maxSpareBytes = 1024
+	t.Cleanup(func() { maxSpareBytes = old })
+	_, b := freshStore(t)
+	defer b.Close()
+	for i := range 20 {
+		if _, err := b.Create(context.Background(), pods, obj("ns", fmt.Sprint(i), strings.Repeat("v", 200), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.wal.sparePath()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a segment over the bound was kept as the spare: %v", err)
+	}
+	if seqs, err := b.wal.segments(); err != nil || len(seqs) != 1 {
+		t.Fatalf("segments after the checkpoint: %v, %v", seqs, err)
+	}
+}
+
 // TestWALReadsAcrossCheckpoint: with writes both in bbolt and in the log, Read pages through
 // both without a gap, Snapshot merges keys changed or deleted in the log, and Types and Revision
 // include a type only the log has.

@@ -252,13 +252,14 @@ func openWAL(db *bolt.DB, path string) (*wal, error) {
 			return nil, err
 		}
 	}
-	// The log ends in the last segment that holds anything: empty segments after it (created,
-	// or a spare renamed into one, just before a crash) do not make its torn tail damage. A
-	// reused segment not written since holds another sequence number's records, which read as
-	// torn: it is the last segment then, as no checkpoint starts a segment after an empty one.
+	// The log ends in the last segment whose first record is whole. The segments after it were
+	// started by a checkpoint just before a crash (a checkpoint starts the next segment while
+	// writes still go to the current one) and hold nothing or a torn first group: a new file is
+	// empty, a reused one holds records checksummed for another sequence number. They do not
+	// make the torn tail of the segment before them damage.
 	last := len(seqs) - 1
 	for last > 0 {
-		if _, _, _, _, err := readRecord(data[last], seqs[last]); !errors.Is(err, errEnd) {
+		if _, _, _, _, err := readRecord(data[last], seqs[last]); err == nil {
 			break
 		}
 		last--

@@ -284,6 +284,24 @@ func TestWALTornTail(t *testing.T) {
 		}
 	})
 
+	t.Run("torn tail before a reused segment", func(t *testing.T) {
+		// The same, the next segment being the spare renamed: it holds records of its earlier
+		// life, checksummed for another sequence number.
+		path, seg, before := crashedStore(t, 1)
+		data, end := recordsEnd(t, seg)
+		if err := os.WriteFile(seg, append(data[:end:end], 9, 0, 0), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := appendRecord(nil, segmentSeq(t, seg)-1, "pods", pods, pendingEvent{rev: 1, key: backend.Key("ns", "old"), entry: []byte{8, 1}})
+		if err := os.WriteFile(nextSegment(t, seg), old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b := open(t, path, walCommit)
+		if after := state(t, b); after != before {
+			t.Fatalf("after the crash:\n%s\nbefore:\n%s", after, before)
+		}
+	})
+
 	t.Run("corrupt earlier segment", func(t *testing.T) {
 		path, seg, _ := crashedStore(t, 1)
 		data, end := recordsEnd(t, seg)

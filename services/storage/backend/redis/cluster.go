@@ -87,7 +87,7 @@ func openCluster(ro *redis.Options, opts Options) (*Backend, error) {
 		typesGlob: naming.RedisKeyPrefix + ":{*}:rev",
 		types:     make(map[typeID]*typeKeys),
 	}
-	co := func(poolSize int, record bool) *redis.ClusterOptions {
+	co := func(poolSize int) *redis.ClusterOptions {
 		o := &redis.ClusterOptions{
 			Addrs:                      append([]string{ro.Addr}, opts.ClusterAddrs...),
 			Username:                   ro.Username,
@@ -107,18 +107,14 @@ func openCluster(ro *redis.Options, opts Options) (*Backend, error) {
 			// way): enough attempts to outlast a slot held half migrated (TRYAGAIN) for a second.
 			MaxRedirects: maxWriteAttempts,
 		}
-		if record {
-			o.NewClient = func(no *redis.Options) *redis.Client {
-				c := redis.NewClient(no)
-				b.nodes.Store(no.Addr, c)
-				return c
-			}
-		}
 		return o
 	}
-	b.cluster = redis.NewClusterClient(co(ro.PoolSize, true))
+	b.cluster = redis.NewClusterClient(co(ro.PoolSize))
+	// Record each node's client once go-redis has set it up: its own new-node callbacks run
+	// first (a client taken from Options.NewClient, before them, raced with their writes).
+	b.cluster.OnNewNode(func(c *redis.Client) { b.nodes.Store(c.Options().Addr, c) })
 	b.client = b.cluster
-	b.blocking = redis.NewClusterClient(co(blockingPoolSize, false))
+	b.blocking = redis.NewClusterClient(co(blockingPoolSize))
 	return b, nil
 }
 

@@ -268,39 +268,34 @@ func TestWALTornTail(t *testing.T) {
 		})
 	}
 
-	t.Run("torn tail before an empty segment", func(t *testing.T) {
-		// A crash right after a checkpoint created the next segment.
-		path, seg, before := crashedStore(t, 1)
-		data, end := recordsEnd(t, seg)
-		if err := os.WriteFile(seg, append(data[:end:end], 9, 0, 0), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(nextSegment(t, seg), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		b := open(t, path, walCommit)
-		if after := state(t, b); after != before {
-			t.Fatalf("after the crash:\n%s\nbefore:\n%s", after, before)
-		}
-	})
-
-	t.Run("torn tail before a reused segment", func(t *testing.T) {
-		// The same, the next segment being the spare renamed: it holds records of its earlier
-		// life, checksummed for another sequence number.
-		path, seg, before := crashedStore(t, 1)
-		data, end := recordsEnd(t, seg)
-		if err := os.WriteFile(seg, append(data[:end:end], 9, 0, 0), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		old := appendRecord(nil, segmentSeq(t, seg)-1, "pods", pods, pendingEvent{rev: 1, key: backend.Key("ns", "old"), entry: []byte{8, 1}})
-		if err := os.WriteFile(nextSegment(t, seg), old, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		b := open(t, path, walCommit)
-		if after := state(t, b); after != before {
-			t.Fatalf("after the crash:\n%s\nbefore:\n%s", after, before)
-		}
-	})
+	// A crash right after a checkpoint started the next segment, while the current one's last
+	// group was being written: the next segment is a new empty file, or the spare renamed, which
+	// holds records of its earlier life checksummed for another sequence number.
+	for _, next := range []struct {
+		name    string
+		content func(seq uint64) []byte
+	}{
+		{"new empty", func(uint64) []byte { return nil }},
+		{"reused", func(seq uint64) []byte {
+			return appendRecord(nil, seq-2, "pods", pods, pendingEvent{rev: 1, key: backend.Key("ns", "old"), entry: []byte{8, 1}})
+		}},
+	} {
+		t.Run("torn tail, then a "+next.name+" segment", func(t *testing.T) {
+			path, seg, before := crashedStore(t, 1)
+			data, end := recordsEnd(t, seg)
+			if err := os.WriteFile(seg, append(data[:end:end], 9, 0, 0), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			later := nextSegment(t, seg)
+			if err := os.WriteFile(later, next.content(segmentSeq(t, later)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b := open(t, path, walCommit)
+			if after := state(t, b); after != before {
+				t.Fatalf("after the crash:\n%s\nbefore:\n%s", after, before)
+			}
+		})
+	}
 
 	t.Run("corrupt earlier segment", func(t *testing.T) {
 		path, seg, _ := crashedStore(t, 1)

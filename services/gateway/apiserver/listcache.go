@@ -45,6 +45,43 @@ const (
 type listCacheEntry struct {
 	key string // backend key order: "<namespace>/<name>"
 	obj *storagev1.Object
+	enc *itemEncoding // obj's JSON, once a list has encoded it
+}
+
+func newListCacheEntry(obj *storagev1.Object) listCacheEntry {
+	return listCacheEntry{key: obj.Namespace + "/" + obj.Name, obj: obj, enc: new(itemEncoding)}
+}
+
+// itemEncoding holds one cached object's JSON encoding, as the resource (group and version) that
+// encoded it serves it, for the lists the cache answers: they then take each item's encoding
+// without a lookup in the JSON cache (a hash of the item's namespace and name, a lock and a map
+// probe: 11% of the all-in-one's CPU per list of 2,000). An entry's object is never replaced in
+// place: a new version of the object gets a new itemEncoding.
+type itemEncoding struct {
+	p atomic.Pointer[encodedItem]
+}
+
+type encodedItem struct {
+	res  *registry.Resource
+	json []byte
+}
+
+// get returns the JSON encoding as res serves it, if it is known; e may be nil.
+func (e *itemEncoding) get(res *registry.Resource) []byte {
+	if e == nil {
+		return nil
+	}
+	if v := e.p.Load(); v != nil && v.res == res {
+		return v.json
+	}
+	return nil
+}
+
+// set records the JSON encoding as res serves it; e may be nil.
+func (e *itemEncoding) set(res *registry.Resource, b []byte) {
+	if e != nil {
+		e.p.Store(&encodedItem{res: res, json: b})
+	}
 }
 
 // listCache is the cached state of one storage type.
@@ -137,7 +174,7 @@ func (c *listCache) run(ctx context.Context) {
 			for _, ev := range events {
 				switch {
 				case ev.Type == storagev1.EventType_ADDED:
-					initial = append(initial, listCacheEntry{key: ev.Object.Namespace + "/" + ev.Object.Name, obj: ev.Object})
+					initial = append(initial, newListCacheEntry(ev.Object))
 				case ev.Type == storagev1.EventType_BOOKMARK && ev.InitialEventsEnd:
 					slices.SortFunc(initial, func(x, y listCacheEntry) int { return strings.Compare(x.key, y.key) })
 					c.load(initial, ev.ResourceVersion)
@@ -189,9 +226,9 @@ func (c *listCache) apply(events []*storagev1.Event) {
 				c.items = slices.Delete(c.items, i, i+1)
 			}
 		case found:
-			c.items[i].obj = ev.Object
+			c.items[i] = newListCacheEntry(ev.Object)
 		default:
-			c.items = slices.Insert(c.items, i, listCacheEntry{key: key, obj: ev.Object})
+			c.items = slices.Insert(c.items, i, newListCacheEntry(ev.Object))
 		}
 	}
 	if advanced {
@@ -276,14 +313,16 @@ var errNotFromCache = errors.New("not served from the list cache")
 
 // list answers an unpaged list from the cache: the selected objects in key order and the
 // revision they are at.
-func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*storagev1.ListResponse, error) {
+// list answers a list from the cache: the response, and each item's encoding holder (aligned
+// with the response's items).
+func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*storagev1.ListResponse, []*itemEncoding, error) {
 	c.lastUsed.Store(c.a.now().UnixNano())
 	f, err := storage.NewFilter(namespace, p.labelSelector, p.fieldSelector)
 	if err != nil {
-		return nil, errNotFromCache // storage gives the error its wording
+		return nil, nil, errNotFromCache // storage gives the error its wording
 	}
 	if !c.isReady() {
-		return nil, errNotFromCache
+		return nil, nil, errNotFromCache
 	}
 	switch p.resourceVersion {
 	case "":
@@ -292,19 +331,19 @@ func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*
 		cur, err := c.a.store.Revision(rctx, &storagev1.RevisionRequest{Type: c.rt})
 		cancel()
 		if err != nil || !c.waitFor(ctx, cur.GetCurrent(), listCacheWait) {
-			return nil, errNotFromCache
+			return nil, nil, errNotFromCache
 		}
 	case "0":
 	default:
 		n, err := strconv.ParseInt(p.resourceVersion, 10, 64)
 		if err != nil || n < 0 || !c.waitFor(ctx, n, listCacheWait) {
-			return nil, errNotFromCache // storage says what is wrong, or waits its own time
+			return nil, nil, errNotFromCache // storage says what is wrong, or waits its own time
 		}
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if !c.ready {
-		return nil, errNotFromCache
+		return nil, nil, errNotFromCache
 	}
 	items := c.items
 	if prefix := f.Prefix(); prefix != "" {
@@ -316,11 +355,13 @@ func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*
 		items = items[i:j]
 	}
 	resp := &storagev1.ListResponse{ResourceVersion: c.rev, Items: make([]*storagev1.Object, 0, len(items))}
+	encs := make([]*itemEncoding, 0, len(items))
 	for _, e := range items {
 		if !f.HasSelectors() || f.Matches(e.obj) {
 			resp.Items = append(resp.Items, e.obj)
+			encs = append(encs, e.enc)
 		}
 	}
 	c.a.listCaches.served.WithLabelValues(c.name, "").Inc()
-	return resp, nil
+	return resp, encs, nil
 }

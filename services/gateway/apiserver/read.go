@@ -123,19 +123,28 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, err)
 		return
 	}
-	resp, lm, err := a.listStored(r, info, p)
+	resp, lm, encs, err := a.listStored(r, info, p)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	if out.format == formatJSON && !out.pretty && info.wire.Empty() {
-		// The common case: items from the JSON cache, no typed list built.
+		// The common case: items' encodings kept by the list cache, or from the JSON cache; no
+		// typed list built.
 		encoded := make([][]byte, len(resp.Items))
 		for i, o := range resp.Items {
+			var enc *itemEncoding
+			if encs != nil {
+				enc = encs[i]
+			}
+			if encoded[i] = enc.get(info.res); encoded[i] != nil {
+				continue
+			}
 			if encoded[i], err = a.storedJSON(info.res, o); err != nil {
 				a.writeError(w, r, apierrors.NewInternalError(err))
 				return
 			}
+			enc.set(info.res, encoded[i])
 		}
 		a.writeJSONList(w, r, out.mediaType, info.res.ListKind, info.res.GroupVersion(), encoded, lm)
 		return
@@ -148,11 +157,12 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	a.writeList(w, r, info.res, items, lm, out)
 }
 
-// listStored reads one page (or all) of a collection from storage, with its list metadata.
-func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*storagev1.ListResponse, metav1.ListMeta, error) {
+// listStored reads one page (or all) of a collection from the list cache or storage, with its
+// list metadata, and (from the list cache) each item's encoding holder.
+func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*storagev1.ListResponse, metav1.ListMeta, []*itemEncoding, error) {
 	if a.listCacheServes(p) {
-		if resp, err := a.listCacheFor(info.res).list(r.Context(), info.namespace, p); err == nil {
-			return resp, metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10)}, nil
+		if resp, encs, err := a.listCacheFor(info.res).list(r.Context(), info.namespace, p); err == nil {
+			return resp, metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10)}, encs, nil
 		}
 	}
 	resp, err := a.store.List(r.Context(), &storagev1.ListRequest{
@@ -162,14 +172,14 @@ func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*sto
 		ResourceVersion: p.resourceVersion, ResourceVersionMatch: p.match,
 	})
 	if err != nil {
-		return nil, metav1.ListMeta{}, fromStorage(err, info.res.GroupResource(), "")
+		return nil, metav1.ListMeta{}, nil, fromStorage(err, info.res.GroupResource(), "")
 	}
 	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10), Continue: resp.Continue}
 	if resp.RemainingItemCount != nil && p.labelSelector == "" && p.fieldSelector == "" {
 		n := *resp.RemainingItemCount
 		lm.RemainingItemCount = &n
 	}
-	return resp, lm, nil
+	return resp, lm, nil, nil
 }
 
 // decodeItems decodes stored objects.
@@ -187,7 +197,7 @@ func (a *API) decodeItems(res *registry.Resource, stored []*storagev1.Object) ([
 
 // listObjects reads one page (or all) of a collection from storage and decodes it.
 func (a *API) listObjects(r *http.Request, info *requestInfo, p listParams) ([]runtime.Object, metav1.ListMeta, error) {
-	resp, lm, err := a.listStored(r, info, p)
+	resp, lm, _, err := a.listStored(r, info, p)
 	if err != nil {
 		return nil, lm, err
 	}

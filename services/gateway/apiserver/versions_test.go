@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -382,4 +383,36 @@ func storedHPA(t *testing.T, e *gatewaytest.Env, name string) *autoscalingv2.Hor
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Lists of one stored collection through two versions, both answered from the gateway's list
+// cache, which keeps each item's encoding: each list carries its own version's items, however
+// the two alternate.
+func TestListCacheKeepsEachVersionsEncoding(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	must(t, do(t, e, "POST", hpaV2, `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","metadata":{"name":"web"},"spec":`+hpaV2Spec+`}`), http.StatusCreated)
+	for round := range 3 {
+		for _, v := range []struct{ coll, apiVersion, only, absent string }{
+			{hpaV1, "autoscaling/v1", "spec.targetCPUUtilizationPercentage", "spec.metrics"},
+			{hpaV2, "autoscaling/v2", "spec.metrics", "spec.targetCPUUtilizationPercentage"},
+			{hpaV1, "autoscaling/v1", "spec.targetCPUUtilizationPercentage", "spec.metrics"},
+		} {
+			list := must(t, do(t, e, "GET", v.coll, nil), http.StatusOK)
+			items, _ := list["items"].([]any)
+			if len(items) != 1 {
+				t.Fatalf("round %d, %s: %d items", round, v.coll, len(items))
+			}
+			item := items[0].(map[string]any)
+			if round > 0 && path(item, "metadata.labels.round") != strconv.Itoa(round-1) {
+				t.Errorf("round %d, %s: labels %v, not the last write's", round, v.coll, path(item, "metadata.labels"))
+			}
+			if path(item, "apiVersion") != v.apiVersion || path(item, v.only) == nil || path(item, v.absent) != nil {
+				t.Errorf("round %d, %s: item apiVersion %v, %s = %v, %s = %v", round, v.coll,
+					path(item, "apiVersion"), v.only, path(item, v.only), v.absent, path(item, v.absent))
+			}
+		}
+		// A write between rounds: the next lists encode the new version of the object.
+		must(t, do(t, e, "PATCH", hpaV2+"/web", map[string]any{"metadata": map[string]any{"labels": map[string]string{"round": strconv.Itoa(round)}}},
+			"Content-Type", "application/merge-patch+json"), http.StatusOK)
+	}
 }

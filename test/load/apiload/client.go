@@ -208,8 +208,9 @@ func (cr *credentials) tlsConfig() (*tls.Config, error) {
 // newTransport is the one transport every client of a run shares: over HTTP/2 (offered unless
 // http1) the clients' requests are streams of one connection, as client-go's are; over HTTP/1.1
 // each concurrent request holds a keep-alive connection of its own, so the idle pool is sized for
-// all of them.
-func newTransport(tc *tls.Config, http1 bool, conns int) *http.Transport {
+// all of them. Unless gzip, requests do not offer Accept-Encoding: gzip (Go's transport does by
+// default, and decompresses the answer).
+func newTransport(tc *tls.Config, http1, gzip bool, conns int) *http.Transport {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(!http1)
@@ -220,6 +221,7 @@ func newTransport(tc *tls.Config, http1 bool, conns int) *http.Transport {
 		MaxIdleConns:        conns,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  !gzip,
 	}
 }
 

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,5 +172,41 @@ func TestCPUSampleMeters(t *testing.T) {
 	}
 	if named(sampleCPU()) {
 		t.Error("a process that is neither the tool's child nor named is sampled")
+	}
+}
+
+// The load's transport offers gzip as Go's transport and client-go do, unless --gzip=false, and
+// reads a gzip-encoded answer as its identity encoding.
+func TestTransportGzip(t *testing.T) {
+	const body = `{"kind":"ConfigMapList","items":[]}`
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Accept-Encoding", r.Header.Get("Accept-Encoding"))
+		if r.Header.Get("Accept-Encoding") == "gzip" {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			_, _ = zw.Write([]byte(body))
+			_ = zw.Close()
+			return
+		}
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	tc := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	for _, gz := range []bool{true, false} {
+		tr := newTransport(tc, false, gz, 1)
+		resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{true: "gzip", false: ""}[gz]
+		if ae := resp.Header.Get("X-Accept-Encoding"); ae != want || string(got) != body {
+			t.Errorf("gzip=%v: the server saw Accept-Encoding %q (want %q); the body read %q", gz, ae, want, got)
+		}
 	}
 }

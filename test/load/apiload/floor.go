@@ -67,7 +67,7 @@ func (n *nullServer) client(http1 bool, conns int) (*apiClient, *http.Transport,
 	if !pool.AppendCertsFromPEM(n.caPEM) {
 		return nil, nil, errors.New("the null server's CA holds no PEM certificate")
 	}
-	tr := newTransport(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, http1, conns)
+	tr := newTransport(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, http1, true, conns)
 	return &apiClient{base: n.url, hc: &http.Client{Transport: tr}}, tr, nil
 }
 

@@ -110,9 +110,12 @@ type options struct {
 	objects                 int
 	namespace               string
 	http1                   bool
-	watchers                int
-	rate                    float64
-	jsonOut                 bool
+	// gzip: the load's requests accept gzip-encoded answers, as Go's transport and client-go ask
+	// by default (upstream compresses answers over 128 KiB for such clients).
+	gzip     bool
+	watchers int
+	rate     float64
+	jsonOut  bool
 	// identity the scenarios run as; authorizationMode the --authorization-mode of a started
 	// stack; userCert and userKey the client certificate of --identity=user.
 	identity, authorizationMode string
@@ -154,6 +157,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.objects, "objects", 2000, "list: the number of objects listed")
 	fs.StringVar(&o.namespace, "namespace", "", "prefix of the namespaces the run creates, <prefix>-<scenario> (default apiload-<random>)")
 	fs.BoolVar(&o.http1, "http1", false, "use HTTP/1.1 (default: HTTP/2 when the server offers it)")
+	fs.BoolVar(&o.gzip, "gzip", true, "the load's requests accept gzip-encoded answers (Accept-Encoding: gzip), as Go's transport and client-go do by default; "+
+		"--gzip=false asks for identity answers")
 	fs.IntVar(&o.watchers, "watchers", 100, "watch: concurrent watches")
 	fs.Float64Var(&o.rate, "rate", 100, "watch: updates per second")
 	fs.DurationVar(&o.drain, "drain", 30*time.Second, "watch: how long the watches may take to deliver the last write")
@@ -420,7 +425,7 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	if slices.Contains(o.scenarios, "watch") {
 		conns += o.watchers
 	}
-	tr := newTransport(tc, o.http1, conns)
+	tr := newTransport(tc, o.http1, true, conns)
 	defer tr.CloseIdleConnections()
 	api := &apiClient{base: strings.TrimSuffix(cr.server, "/"), hc: &http.Client{Transport: tr}}
 	proto, err := api.probe(ctx, "/api/v1/namespaces/default")
@@ -457,7 +462,7 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 		}
 		loadTLS.Certificates = []tls.Certificate{cert}
 	}
-	loadTr := newTransport(loadTLS, o.http1, conns)
+	loadTr := newTransport(loadTLS, o.http1, o.gzip, conns)
 	defer loadTr.CloseIdleConnections()
 	// cleanup deletes what the run created, however far it got.
 	cleanup := func() {

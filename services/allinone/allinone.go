@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -85,11 +84,10 @@ func (c *config) registerFlags(fs *pflag.FlagSet) {
 	c.admission.RegisterPluginFlags(fs)
 	// The signers' CAs (default: the cluster CA of the data directory) and duration.
 	c.certificates.Signing.RegisterFlags(fs)
+	// --controllers, whose default is the all-in-one's selection: a value given replaces it.
 	cm := pflag.NewFlagSet("controllers", pflag.ContinueOnError)
 	c.controllers.RegisterFlags(cm)
 	fs.AddFlag(cm.Lookup("controllers"))
-	fs.Lookup("controllers").DefValue = strings.Join(c.controllers.Controllers, ",")
-	_ = fs.Set("controllers", fs.Lookup("controllers").DefValue)
 }
 
 // parsed records which flags were set, for the defaults that depend on other flags.

@@ -127,7 +127,12 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how long candidates wait between attempts to acquire or renew")
 	fs.StringVar(&c.LeaderElectResourceName, "leader-elect-resource-name", LeaseName, "name of the leader Lease")
 	fs.StringVar(&c.LeaderElectResourceNamespace, "leader-elect-resource-namespace", naming.SystemNamespace, "namespace of the leader Lease")
-	fs.StringSliceVar(&c.Controllers, "controllers", []string{"*"}, "controllers to run: '*' the default set, 'foo' enables foo, '-foo' disables foo. All: "+
+	// The default is the configuration's own selection (the all-in-one's adds two), "*" without one.
+	def := c.Controllers
+	if len(def) == 0 {
+		def = []string{"*"}
+	}
+	fs.StringSliceVar(&c.Controllers, "controllers", def, "controllers to run: '*' the default set, 'foo' enables foo, '-foo' disables foo. All: "+
 		strings.Join(names(false), ", ")+". Off by default: "+strings.Join(names(true), ", "))
 	fs.StringVar(&c.ServiceAccountPrivateKeyFile, "service-account-private-key-file", "", "PEM private key that signs the tokens of service account token Secrets (without it serviceaccount-token does not run)")
 	fs.StringVar(&c.RootCAFile, "root-ca-file", "", "CA bundle put as ca.crt in token Secrets, in every namespace's "+naming.RootCAConfigMap+" ConfigMap and in a new cluster-info (default: the CA of --kubeconfig)")

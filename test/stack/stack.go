@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,8 +348,14 @@ func (s *Stack) startSplit(ca *pki.CA, pkiDir string) error {
 	if err := pki.WriteKubeconfig(cmKubeconfig, pki.Kubeconfig{ClusterName: "platform", UserName: naming.ControllerManagerUser, Server: s.URL, CAPEM: ca.CertPEM, CertPEM: cmCert, KeyPEM: cmKey}); err != nil {
 		return err
 	}
-	s.args["controllers"] = append([]string{"--kubeconfig", cmKubeconfig, "--listen", "unix://" + filepath.Join(s.Dir, "controllers.sock"),
-		"--service-account-private-key-file", saKey, "--root-ca-file", caFile, "--controllers", "*,tokencleaner,bootstrapsigner"}, s.opts.ControllersArgs...)
+	// The all-in-one's selection of controllers, unless ControllersArgs names its own (a second
+	// --controllers would add to the first).
+	cmArgs := []string{"--kubeconfig", cmKubeconfig, "--listen", "unix://" + filepath.Join(s.Dir, "controllers.sock"),
+		"--service-account-private-key-file", saKey, "--root-ca-file", caFile}
+	if !slices.ContainsFunc(s.opts.ControllersArgs, func(a string) bool { return a == "--controllers" || strings.HasPrefix(a, "--controllers=") }) {
+		cmArgs = append(cmArgs, "--controllers", "*,tokencleaner,bootstrapsigner")
+	}
+	s.args["controllers"] = append(cmArgs, s.opts.ControllersArgs...)
 	if s.opts.Metrics {
 		s.MetricsURLs = map[string]string{}
 		for _, name := range []string{"storage", "authn", "authz", "admission", "certificates", "controllers"} {

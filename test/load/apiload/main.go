@@ -123,6 +123,9 @@ type options struct {
 	// webhook is "noop" to register a webhook that allows everything for the measured writes;
 	// admission is "off" to start the stack with every admission plugin disabled.
 	webhook, admission string
+	// controllers is "off" to start the stack with no controller running (as a kube-apiserver
+	// measured without a controller manager).
+	controllers string
 	// meter names processes (by command name) whose CPU each run reports, beside the tool's
 	// own and the started stack's.
 	meter []string
@@ -167,6 +170,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"serviceaccount (a service account token, allowed by a RoleBinding), or user (a client certificate outside system:masters, allowed by a RoleBinding; --start only)")
 	fs.StringVar(&o.authorizationMode, "authorization-mode", "", "with --start: the stack's --authorization-mode (default: the services' default, Node,RBAC)")
 	fs.StringVar(&o.webhook, "webhook", "", "noop: register a validating webhook (HTTPS on loopback, allows everything) for the measured kind's writes")
+	fs.StringVar(&o.controllers, "controllers", "default", "with --start: default (the stack's controllers) or off (no controller runs, as for a kube-apiserver measured without a controller manager: "+
+		"no watch of the measured objects but the load's)")
 	fs.StringVar(&o.admission, "admission", "default", "with --start: default (the spec's default plugins) or off (every default plugin disabled: no write is sent to admission)")
 	meter := fs.String("meter", "", "comma-separated command-name prefixes of running processes whose CPU use each run reports (e.g. kube-apiserver,etcd for a server apiload did not start)")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "with --start: write a CPU profile of the gateway and of the storage service (split) for every measured run into this directory (go tool pprof reads them)")
@@ -196,6 +201,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--admission must be default or off, not %q", o.admission)
 	case o.admission == "off" && o.start == "":
 		return nil, errors.New("--admission=off needs --start")
+	case o.controllers != "default" && o.controllers != "off":
+		return nil, fmt.Errorf("--controllers must be default or off, not %q", o.controllers)
+	case o.controllers == "off" && o.start == "":
+		return nil, errors.New("--controllers=off needs --start")
 	case o.profileDir != "" && o.start == "":
 		return nil, errors.New("--profile-dir needs --start")
 	}
@@ -350,6 +359,16 @@ func runStarted(ctx context.Context, o *options, n int, stdout, stderr io.Writer
 			so.GatewayArgs = append(so.GatewayArgs, off...)
 		}
 	}
+	if o.controllers == "off" {
+		// Upstream's --controllers rule: without "*", only the controllers named are on, and a
+		// "-name" names none.
+		off := []string{"--controllers", "-csrcleaner"}
+		if o.start == string(stack.Split) {
+			so.ControllersArgs = off
+		} else {
+			so.GatewayArgs = append(so.GatewayArgs, off...)
+		}
+	}
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 			fmt.Fprintln(stderr, "apiload:", err)
@@ -500,6 +519,9 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	}
 	if o.admission == "off" {
 		header += "; admission plugins off"
+	}
+	if o.controllers == "off" {
+		header += "; no controllers"
 	}
 	if o.webhook != "" {
 		header += "; a no-op validating webhook on the measured writes"

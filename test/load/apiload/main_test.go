@@ -226,6 +226,8 @@ func TestUsage(t *testing.T) {
 		{"--start=allinone", "--kind=secret"},
 		{"--start=allinone", "--kind=ConfigMap"},
 		{"--start=allinone", "--kind="},
+		{"--start=allinone", "--controllers=none"},
+		{"--kubeconfig=/dev/null", "--controllers=off"},
 		{"--start=allinone", "--watchers=10000", "--rate=10000", "--duration=1h"},
 		{"--start=allinone", "--no-such-flag"},
 		{"--start=allinone", "extra"},

@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/client-go/applyconfigurations"
 
 	"platform.io/services/gateway/registry"
 )
@@ -72,7 +71,7 @@ type builtinShared struct {
 }
 
 func (s *builtinShared) typeConverter() managedfields.TypeConverter {
-	s.once.Do(func() { s.converter = applyconfigurations.NewTypeConverter(s.scheme) })
+	s.once.Do(func() { s.converter = newBuiltinTypeConverter(s.scheme) })
 	return s.converter
 }
 

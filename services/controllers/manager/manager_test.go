@@ -504,3 +504,28 @@ func staleDeniedCSR(t *testing.T, env *testenv.Env, name string) rest.Interface 
 	}
 	return client
 }
+
+// The informers cache objects without their managed fields, as upstream's controller manager's
+// do: the API's copy has them, the cache's does not.
+func TestCachesDropManagedFields(t *testing.T) {
+	env := testenv.Start(t)
+	cfg := config(env.Config, "trim")
+	cfg.LeaderElect = false
+	m := start(t, cfg)
+	ns := env.Namespace("trim")
+	api, err := env.Admin.Kubernetes.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(api.ManagedFields) == 0 {
+		t.Fatal("the API's namespace has no managed fields to drop")
+	}
+	testenv.Eventually(t, bound, "the namespace in the cache", func() (bool, string) {
+		_, err := m.CachedNamespace(ns)
+		return err == nil, testenv.Short(err)
+	})
+	cached, _ := m.CachedNamespace(ns)
+	if cached.ManagedFields != nil {
+		t.Errorf("the cached namespace has managed fields: %v", cached.ManagedFields)
+	}
+}

@@ -33,10 +33,11 @@ var shared *stack.Stack
 // sharedGatewayArgs are the shared stack's gateway flags.
 var sharedGatewayArgs = []string{"--watch-bookmark-interval=1s"}
 
-// sharedControllersArgs turn off the root CA publisher on the shared stack: its tests count the
-// config maps of namespaces of their own, where the publisher would add naming.RootCAConfigMap
-// (it is checked in its package and by the stacks of TestAllInOneAccessControl).
-var sharedControllersArgs = []string{"--controllers", "-root-ca-cert-publisher"}
+// sharedControllersArgs are the stack's selection of controllers (which a --controllers given
+// replaces) without the root CA publisher: the shared stack's tests count the config maps of
+// namespaces of their own, where the publisher would add naming.RootCAConfigMap (it is checked
+// in its package and by the stacks of TestAllInOneAccessControl).
+var sharedControllersArgs = []string{"--controllers", "*,tokencleaner,bootstrapsigner,-root-ca-cert-publisher"}
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))

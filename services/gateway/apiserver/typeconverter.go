@@ -3,7 +3,6 @@ package apiserver
 import (
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	cgtesting "k8s.io/client-go/testing"
+	"k8s.io/kube-openapi/pkg/util"
 	"sigs.k8s.io/structured-merge-diff/v4/typed"
 	"sigs.k8s.io/structured-merge-diff/v4/value"
 )
@@ -73,22 +73,10 @@ func (c *builtinTypeConverter) parseableType(gvk schema.GroupVersionKind) (typed
 		return typed.ParseableType{}, false
 	}
 	rt := reflect.TypeOf(example).Elem()
-	pt := c.inner.TypeResolver.Type(openAPIName(rt.PkgPath() + "." + rt.Name()))
+	pt := c.inner.TypeResolver.Type(util.ToRESTFriendlyName(rt.PkgPath() + "." + rt.Name()))
 	if !pt.IsValid() {
 		return typed.ParseableType{}, false
 	}
 	c.names.Store(gvk, pt)
 	return pt, true
-}
-
-// openAPIName turns a Go type's path into its OpenAPI definition name: the first path element's
-// dot-separated parts reversed, the rest joined with dots.
-func openAPIName(name string) string {
-	parts := strings.Split(name, "/")
-	if len(parts) > 0 && strings.Contains(parts[0], ".") {
-		host := strings.Split(parts[0], ".")
-		slices.Reverse(host)
-		parts[0] = strings.Join(host, ".")
-	}
-	return strings.Join(parts, ".")
 }

@@ -48,8 +48,8 @@ type listCacheEntry struct {
 	enc *itemEncoding // obj's JSON, once a list has encoded it
 }
 
-func newListCacheEntry(obj *storagev1.Object) listCacheEntry {
-	return listCacheEntry{key: obj.Namespace + "/" + obj.Name, obj: obj, enc: new(itemEncoding)}
+func newListCacheEntry(key string, obj *storagev1.Object) listCacheEntry {
+	return listCacheEntry{key: key, obj: obj, enc: new(itemEncoding)}
 }
 
 // itemEncoding holds one cached object's JSON encoding, as the resource (group and version) that
@@ -174,7 +174,7 @@ func (c *listCache) run(ctx context.Context) {
 			for _, ev := range events {
 				switch {
 				case ev.Type == storagev1.EventType_ADDED:
-					initial = append(initial, newListCacheEntry(ev.Object))
+					initial = append(initial, newListCacheEntry(ev.Object.Namespace+"/"+ev.Object.Name, ev.Object))
 				case ev.Type == storagev1.EventType_BOOKMARK && ev.InitialEventsEnd:
 					slices.SortFunc(initial, func(x, y listCacheEntry) int { return strings.Compare(x.key, y.key) })
 					c.load(initial, ev.ResourceVersion)
@@ -226,9 +226,9 @@ func (c *listCache) apply(events []*storagev1.Event) {
 				c.items = slices.Delete(c.items, i, i+1)
 			}
 		case found:
-			c.items[i] = newListCacheEntry(ev.Object)
+			c.items[i] = newListCacheEntry(key, ev.Object)
 		default:
-			c.items = slices.Insert(c.items, i, newListCacheEntry(ev.Object))
+			c.items = slices.Insert(c.items, i, newListCacheEntry(key, ev.Object))
 		}
 	}
 	if advanced {
@@ -311,10 +311,8 @@ func (a *API) listCacheServes(p listParams) bool {
 // errNotFromCache: the list is one the cache does not answer; storage does.
 var errNotFromCache = errors.New("not served from the list cache")
 
-// list answers an unpaged list from the cache: the selected objects in key order and the
-// revision they are at.
-// list answers a list from the cache: the response, and each item's encoding holder (aligned
-// with the response's items).
+// list answers an unpaged list from the cache: the selected objects in key order, the revision
+// they are at, and each item's encoding holder (aligned with the items).
 func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*storagev1.ListResponse, []*itemEncoding, error) {
 	c.lastUsed.Store(c.a.now().UnixNano())
 	f, err := storage.NewFilter(namespace, p.labelSelector, p.fieldSelector)

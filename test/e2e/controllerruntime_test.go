@@ -228,14 +228,20 @@ func controllerRuntimeOperator(t *testing.T, s *stack.Stack) {
 		}
 	}
 
-	// A source: the copy appears, owned by it.
-	src, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "src", Labels: map[string]string{"role": "source"}},
-		Data:       map[string]string{"a": "1"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	createSource := func(data map[string]string) *corev1.ConfigMap {
+		t.Helper()
+		cm, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "src", Labels: map[string]string{"role": "source"}},
+			Data:       data,
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
 	}
+
+	// A source: the copy appears, owned by it.
+	src := createSource(map[string]string{"a": "1"})
 	// Not a source: the predicate keeps it from the reconciler, so it gets no copy.
 	if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "other"}, Data: map[string]string{"b": "2"},
@@ -295,13 +301,7 @@ func controllerRuntimeOperator(t *testing.T, s *stack.Stack) {
 	if err := admin.CoreV1().ConfigMaps(ns).Delete(ctx, "src", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	src2, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "src", Labels: map[string]string{"role": "source"}},
-		Data:       map[string]string{"d": "4"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src2 := createSource(map[string]string{"d": "4"})
 	if src2.UID == src.UID {
 		t.Fatalf("the re-created source kept the UID %s", src.UID)
 	}

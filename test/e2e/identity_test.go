@@ -161,8 +161,10 @@ func TestWebhookTokenReview(t *testing.T) {
 		if spec["token"] == "hook-token" {
 			status = map[string]any{"authenticated": true, "user": map[string]any{"username": "hooked", "uid": "42", "groups": []string{"hook-users"}}}
 		}
-		if review["apiVersion"] != "authentication.k8s.io/v1" {
-			t.Errorf("TokenReview sent as %v, want authentication.k8s.io/v1", review["apiVersion"])
+		// Sent in the profile's group (the spec's authentication.platform.io; upstream's in the
+		// kubernetes profile).
+		if want := naming.Group("authentication.k8s.io") + "/v1"; review["apiVersion"] != want {
+			t.Errorf("TokenReview sent as %v, want %s", review["apiVersion"], want)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": review["apiVersion"], "kind": "TokenReview", "status": status})

@@ -2,12 +2,15 @@
 // --authentication-token-webhook-* flags): it POSTs a TokenReview with the token and the
 // audiences, and the service answers whether, and as whom, the token authenticates.
 //
-// The callee implements upstream's API, so the TokenReview carries upstream's group name
-// (authentication.k8s.io) in the version configured (v1beta1 by default, or v1) and must be
-// answered in the same version. Decisions are cached as upstream does: successes and plain
-// refusals for the cache TTL (2 minutes by default), keyed by the token and audiences (hashed);
-// errors, including refusals that carry status.error, are not cached. Calls that fail transiently
-// (connection reset, 429, 500, 504, Retry-After) are retried with upstream's backoff.
+// The TokenReview is sent in the spec's group (authentication.platform.io: naming.Group of
+// upstream's authentication.k8s.io, so the kubernetes naming profile sends upstream's) in the
+// version configured (v1beta1 by default, or v1), and must be answered in the same version. The
+// answer may name either group, since webhooks built on upstream's libraries answer in the group
+// they were built with (the admission webhook dispatcher accepts AdmissionReview answers the same
+// way). Decisions are cached as upstream does: successes and plain refusals for the cache TTL
+// (2 minutes by default), keyed by the token and audiences (hashed); errors, including refusals
+// that carry status.error, are not cached. Calls that fail transiently (connection reset, 429,
+// 500, 504, Retry-After) are retried with upstream's backoff.
 package webhook
 
 import (
@@ -47,6 +50,19 @@ const MethodName = "webhook"
 const (
 	VersionV1      = "v1"
 	VersionV1beta1 = "v1beta1"
+)
+
+// The groups of TokenReview on the wire.
+var (
+	// reviewGroup is the group reviews are sent in: the naming profile's.
+	reviewGroup = naming.Group(authenticationv1.SchemeGroupVersion.Group)
+	// answerGroups are the groups an answer may name: the one sent, or upstream's, since webhooks
+	// built on upstream's types may answer in that whatever they were sent (in the kubernetes
+	// profile the two are the same).
+	answerGroups = map[string]bool{
+		authenticationv1.SchemeGroupVersion.Group: true,
+		reviewGroup: true,
+	}
 )
 
 // Defaults of the configuration.
@@ -128,7 +144,8 @@ func (c Config) Validate() error {
 type Authenticator struct {
 	url          string
 	client       *http.Client
-	apiVersion   string
+	version      string // the TokenReview version sent, which answers must have
+	apiVersion   string // the apiVersion sent: reviewGroup/version
 	apiAudiences []string
 	ttl          time.Duration
 	backoff      Backoff
@@ -197,7 +214,8 @@ func New(cfg Config, log *slog.Logger) (*Authenticator, error) {
 	a := &Authenticator{
 		url:          rc.Host,
 		client:       client,
-		apiVersion:   authenticationv1.SchemeGroupVersion.Group + "/" + cfg.Version,
+		version:      cfg.Version,
+		apiVersion:   reviewGroup + "/" + cfg.Version,
 		apiAudiences: slices.Clone(cfg.APIAudiences),
 		ttl:          cfg.CacheTTL,
 		backoff:      cfg.Backoff,
@@ -396,6 +414,17 @@ func (e *versionError) Error() string {
 	return fmt.Sprintf("the webhook answered %s, not a %s TokenReview (it must answer in the version it was sent)", e.got, e.want)
 }
 
+// answerVersionOK reports whether an answer's apiVersion is the version sent, in either group of
+// answerGroups. An empty one is read as the version sent, as upstream's decoder defaults it from
+// the object it decodes into.
+func (a *Authenticator) answerVersionOK(apiVersion string) bool {
+	if apiVersion == "" {
+		return true
+	}
+	group, version, ok := strings.Cut(apiVersion, "/")
+	return ok && answerGroups[group] && version == a.version
+}
+
 func (a *Authenticator) post(ctx context.Context, body []byte) (*authenticationv1.TokenReviewStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
 	if err != nil {
@@ -424,8 +453,9 @@ func (a *Authenticator) post(ctx context.Context, body []byte) (*authenticationv
 		return nil, fmt.Errorf("the webhook's answer is not a TokenReview: %v", err)
 	}
 	// An answer without apiVersion or kind is read as the version sent (as upstream's decoder
-	// defaults them from the object it decodes into); any other version or kind is refused.
-	if (out.APIVersion != "" && out.APIVersion != a.apiVersion) || (out.Kind != "" && out.Kind != "TokenReview") {
+	// defaults them from the object it decodes into); the version sent in upstream's group is
+	// accepted too; any other version or kind is refused.
+	if !a.answerVersionOK(out.APIVersion) || (out.Kind != "" && out.Kind != "TokenReview") {
 		got := strings.TrimSpace(out.APIVersion + " " + out.Kind)
 		return nil, &versionError{got: got, want: a.apiVersion}
 	}

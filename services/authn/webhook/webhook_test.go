@@ -19,6 +19,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 
+	"platform.io/libs/naming"
 	"platform.io/libs/pki"
 	"platform.io/services/authn/authenticator"
 	"platform.io/services/authn/webhook"
@@ -36,6 +37,8 @@ type reviewServer struct {
 	mu sync.Mutex
 	// answerVersion, when set, is the apiVersion of every answer (otherwise the one received).
 	answerVersion string
+	// answerKind, when set, is the kind of every answer (otherwise TokenReview).
+	answerKind string
 	// received are the reviews received, in order.
 	received []receivedReview
 	// failures counts down, per token, answers of 500 before the real one.
@@ -115,9 +118,12 @@ func (rs *reviewServer) handle(w http.ResponseWriter, r *http.Request) {
 		APIVersion: in.APIVersion, Kind: in.Kind, Token: in.Spec.Token, Audiences: in.Spec.Audiences,
 		ClientCN: r.TLS.PeerCertificates[0].Subject.CommonName,
 	})
-	version := in.APIVersion
+	version, kind := in.APIVersion, "TokenReview"
 	if rs.answerVersion != "" {
 		version = rs.answerVersion
+	}
+	if rs.answerKind != "" {
+		kind = rs.answerKind
 	}
 	fail := rs.failures[in.Spec.Token] > 0
 	if fail {
@@ -128,7 +134,7 @@ func (rs *reviewServer) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "try again", http.StatusInternalServerError)
 		return
 	}
-	out := map[string]any{"apiVersion": version, "kind": "TokenReview"}
+	out := map[string]any{"apiVersion": version, "kind": kind}
 	status := authenticationv1.TokenReviewStatus{}
 	token := in.Spec.Token
 	switch {
@@ -192,13 +198,36 @@ func newAuthenticator(t testing.TB, cfg webhook.Config) *webhook.Authenticator {
 	return a
 }
 
+// upstreamGroup is upstream's TokenReview group, which answers may name in every profile.
+const upstreamGroup = "authentication.k8s.io"
+
+// profileGroup is the TokenReview group the spec names for the profile the tests run in, spelled
+// out rather than derived with naming.Group, so that a mistake in either is caught.
+func profileGroup(t testing.TB) string {
+	t.Helper()
+	switch naming.ProfileName() {
+	case naming.PlatformProfile:
+		return "authentication.platform.io"
+	case naming.KubernetesProfile:
+		return upstreamGroup
+	}
+	t.Fatalf("unknown naming profile %q", naming.ProfileName())
+	return ""
+}
+
+// Reviews are sent in the naming profile's group (the spec's authentication.platform.io;
+// upstream's in the kubernetes profile), in the version configured.
 func TestVersions(t *testing.T) {
+	group := profileGroup(t)
+	if got := naming.Group(upstreamGroup); got != group {
+		t.Fatalf("naming.Group(%q) = %q in the %s profile, want %q", upstreamGroup, got, naming.ProfileName(), group)
+	}
 	for _, tc := range []struct {
 		version, wantAPIVersion string
 	}{
-		{"", "authentication.k8s.io/v1beta1"},
-		{"v1beta1", "authentication.k8s.io/v1beta1"},
-		{"v1", "authentication.k8s.io/v1"},
+		{"", group + "/v1beta1"},
+		{"v1beta1", group + "/v1beta1"},
+		{"v1", group + "/v1"},
 	} {
 		t.Run("version="+tc.version, func(t *testing.T) {
 			rs := newReviewServer(t)
@@ -209,7 +238,7 @@ func TestVersions(t *testing.T) {
 			}
 			got := rs.last()
 			if got.APIVersion != tc.wantAPIVersion || got.Kind != "TokenReview" || got.Token != "good" {
-				t.Errorf("review sent as %s %s with token %q, want %s TokenReview (upstream's group: the callee implements upstream's API)", got.APIVersion, got.Kind, got.Token, tc.wantAPIVersion)
+				t.Errorf("review sent as %s %s with token %q, want %s TokenReview (the %s profile's group)", got.APIVersion, got.Kind, got.Token, tc.wantAPIVersion, naming.ProfileName())
 			}
 			if !slices.Equal(got.Audiences, []string{"api"}) {
 				t.Errorf("spec.audiences = %v, want the API audiences when the request names none", got.Audiences)
@@ -272,6 +301,57 @@ func TestRefusals(t *testing.T) {
 	resp, err := a.Authenticate(ctx, &authenticator.Request{Token: "no-typemeta"})
 	if err != nil || resp.User.Name != "typeless" {
 		t.Errorf("answer without apiVersion/kind: resp %+v err %v", resp, err)
+	}
+}
+
+// The answer must be a TokenReview in the version sent; its group may be the one sent (the
+// profile's) or upstream's, since webhooks built on upstream's types answer in that. Anything else
+// is an error, never an identity.
+func TestAnswerGroups(t *testing.T) {
+	for _, version := range []string{webhook.VersionV1, webhook.VersionV1beta1} {
+		other := webhook.VersionV1
+		if version == webhook.VersionV1 {
+			other = webhook.VersionV1beta1
+		}
+		for _, tc := range []struct {
+			rule             string
+			apiVersion, kind string
+			accepted         bool
+		}{
+			{rule: "the profile's group and the version sent", apiVersion: profileGroup(t) + "/" + version, accepted: true},
+			{rule: "upstream's group and the version sent", apiVersion: upstreamGroup + "/" + version, accepted: true},
+			{rule: "the profile's group, another version", apiVersion: profileGroup(t) + "/" + other},
+			{rule: "upstream's group, another version", apiVersion: upstreamGroup + "/" + other},
+			{rule: "another group", apiVersion: "authentication.example.io/" + version},
+			{rule: "no group", apiVersion: version},
+			{rule: "another kind", apiVersion: profileGroup(t) + "/" + version, kind: "SubjectAccessReview"},
+			{rule: "upstream's group, another kind", apiVersion: upstreamGroup + "/" + version, kind: "TokenRequest"},
+		} {
+			t.Run(version+"/"+tc.rule, func(t *testing.T) {
+				rs := newReviewServer(t)
+				rs.mu.Lock()
+				rs.answerVersion, rs.answerKind = tc.apiVersion, tc.kind
+				rs.mu.Unlock()
+				a := newAuthenticator(t, webhook.Config{ConfigFile: rs.kubeconfig(t, nil), Version: version, CacheTTL: time.Minute})
+				resp, err := a.Authenticate(context.Background(), &authenticator.Request{Token: "good"})
+				if sent := rs.last().APIVersion; sent != profileGroup(t)+"/"+version {
+					t.Errorf("review sent as %s, want %s/%s", sent, profileGroup(t), version)
+				}
+				if tc.accepted {
+					if err != nil || resp.User.Name != "jane" {
+						t.Errorf("answer %s %s: resp %+v err %v, want jane", tc.apiVersion, tc.kind, resp, err)
+					}
+					return
+				}
+				if resp != nil || !authenticator.IsUnavailable(err) || !strings.Contains(err.Error(), "must answer in the version it was sent") {
+					t.Fatalf("answer %s %s: resp %+v err %v, want an unavailable version error", tc.apiVersion, tc.kind, resp, err)
+				}
+				// A refused answer is an error, not a decision: the next request asks again.
+				if _, err := a.Authenticate(context.Background(), &authenticator.Request{Token: "good"}); err == nil || rs.calls.Load() != 2 {
+					t.Errorf("second request: err %v, webhook calls %d, want an error and 2 calls", err, rs.calls.Load())
+				}
+			})
+		}
 	}
 }
 
@@ -446,7 +526,7 @@ func TestTransportFailures(t *testing.T) {
 	t.Run("wrong version answered", func(t *testing.T) {
 		rs := newReviewServer(t)
 		rs.mu.Lock()
-		rs.answerVersion = "authentication.k8s.io/v1"
+		rs.answerVersion = naming.Group(upstreamGroup) + "/v1"
 		rs.mu.Unlock()
 		a := newAuthenticator(t, webhook.Config{ConfigFile: rs.kubeconfig(t, nil), Version: "v1beta1"})
 		resp, err := a.Authenticate(ctx, &authenticator.Request{Token: "good"})

@@ -36,6 +36,10 @@ import (
 //   - errors are gRPC status errors, converted as grpc-go's server converts them (a context error
 //     becomes Canceled or DeadlineExceeded, any other error without a status Unknown);
 //   - the server's unary and stream interceptors run (stats handlers do not);
+//   - a handler's panic (or an interceptor's) does not escape into the caller: it fails the call
+//     with Internal and is logged with its stack, as the server's recovery interceptors do (on the
+//     caller's goroutine for a unary call, on the stream's own goroutine for a stream, where an
+//     escaped panic would kill the whole process);
 //   - streams buffer a few messages each way and block beyond that (backpressure); a stream ends
 //     when its handler returns (the client reads io.EOF, or the handler's status) or when the
 //     caller's context ends.
@@ -46,6 +50,9 @@ type InProcess struct {
 	codec  encoding.CodecV2 // the server's: decodes requests, encodes responses
 	unary  grpc.UnaryServerInterceptor
 	stream grpc.StreamServerInterceptor
+	// recovery turns a panic that reached InProcess itself into Internal: the server's (which
+	// counts it) for Server.NewInProcess, a log-only one otherwise.
+	recovery *panicRecovery
 
 	// methods maps "/service/method" to its handler; replaced (copy on write) by RegisterService.
 	methods atomic.Pointer[map[string]inProcessMethod]
@@ -85,7 +92,8 @@ var errInProcessStopped = status.Error(codes.Unavailable, "in-process connection
 
 // NewInProcess returns a connection with no services registered.
 func NewInProcess(opts InProcessOptions) *InProcess {
-	p := &InProcess{codec: opts.Codec, unary: chainUnary(opts.Unary), stream: chainStream(opts.Stream)}
+	p := &InProcess{codec: opts.Codec, unary: chainUnary(opts.Unary), stream: chainStream(opts.Stream),
+		recovery: &panicRecovery{}}
 	if p.codec == nil {
 		p.codec = clientCodec
 	}
@@ -93,15 +101,17 @@ func NewInProcess(opts InProcessOptions) *InProcess {
 	return p
 }
 
-// NewInProcess returns an in-process connection to this server: the gRPC metrics interceptors
-// run before opts' own interceptors, and the server's health service is registered on it (so
+// NewInProcess returns an in-process connection to this server: the gRPC metrics and panic
+// recovery interceptors run before opts' own interceptors (so a panic is logged, counted and
+// answered as over the listener), and the server's health service is registered on it (so
 // health checks through it report what the listener's do). The caller registers the service's API
 // on it as on s.GRPC, with the same codec and interceptors as the server's. Stop stops it after
 // the listener's calls have drained, and waits for its own in-flight calls within the same bound.
 func (s *Server) NewInProcess(opts InProcessOptions) *InProcess {
-	opts.Unary = append([]grpc.UnaryServerInterceptor{s.grpcm.unary}, opts.Unary...)
-	opts.Stream = append([]grpc.StreamServerInterceptor{s.grpcm.stream}, opts.Stream...)
+	opts.Unary = append([]grpc.UnaryServerInterceptor{s.grpcm.unary, s.recovery.unary}, opts.Unary...)
+	opts.Stream = append([]grpc.StreamServerInterceptor{s.grpcm.stream, s.recovery.stream}, opts.Stream...)
 	p := NewInProcess(opts)
+	p.recovery = s.recovery
 	healthpb.RegisterHealthServer(p, s.health)
 	s.inprocMu.Lock()
 	s.inprocs = append(s.inprocs, p)
@@ -243,7 +253,7 @@ func decodeFree(data mem.BufferSlice, dst any, dec encoding.CodecV2) error {
 }
 
 // Invoke calls a unary method: its handler runs on the caller's goroutine.
-func (p *InProcess) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+func (p *InProcess) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) (err error) {
 	m, err := p.lookup(method)
 	if err != nil {
 		return err
@@ -258,6 +268,14 @@ func (p *InProcess) Invoke(ctx context.Context, method string, args, reply any, 
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
+	// The interceptors' recovery, if any, has already answered a panic of the handler; this one
+	// catches what happens outside it (decoding the request, the interceptors outside it,
+	// encoding the response), and everything when there are no interceptors.
+	defer func() {
+		if v := recover(); v != nil {
+			err = p.recovery.recovered(ctx, method, "unary", v)
+		}
+	}()
 	ts := &unaryTransport{method: method}
 	dec := func(v any) error { return copyMessage(args, v, clientCodec, p.codec) }
 	resp, err := m.unary.Handler(m.impl, serverContext(ctx, ts), dec, p.unary)
@@ -380,18 +398,27 @@ type pipe struct {
 
 func (ps *pipe) serve(m inProcessMethod, info *grpc.StreamServerInfo) {
 	defer ps.p.calls.Done()
-	var err error
-	if ps.p.stream != nil {
-		err = ps.p.stream(m.impl, (*serverStream)(ps), info, m.stream.Handler)
-	} else {
-		err = m.stream.Handler(m.impl, (*serverStream)(ps))
-	}
+	err := ps.handle(m, info)
 	ps.mu.Lock()
 	ps.err = statusError(err)
 	ps.sendHeaderLocked()
 	close(ps.done)
 	ps.mu.Unlock()
 	ps.cancel()
+}
+
+// handle runs the stream's interceptors and handler. It recovers a panic: this goroutine is the
+// pipe's own, so a panic escaping it would end the whole process, not just the call.
+func (ps *pipe) handle(m inProcessMethod, info *grpc.StreamServerInfo) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = ps.p.recovery.recovered(ps.sctx, ps.method, rpcType(info.IsClientStream, info.IsServerStream), v)
+		}
+	}()
+	if ps.p.stream != nil {
+		return ps.p.stream(m.impl, (*serverStream)(ps), info, m.stream.Handler)
+	}
+	return m.stream.Handler(m.impl, (*serverStream)(ps))
 }
 
 // sendHeaderLocked marks the header sent (once); ps.mu is held.

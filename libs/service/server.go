@@ -87,7 +87,7 @@ type Server struct {
 	// GRPC is the gRPC server: register the service's API on it before Serve.
 	GRPC *grpc.Server
 	// Metrics is the service's Prometheus registry (Go and process collectors and the gRPC
-	// server metrics, grpc_server_*, included).
+	// server metrics, grpc_server_*, included; grpc_server_panics_total among them).
 	Metrics *prometheus.Registry
 
 	name     string
@@ -100,6 +100,7 @@ type Server struct {
 	served   chan error
 	stopOnce sync.Once
 	grpcm    *grpcMetrics
+	recovery *panicRecovery
 	// started is set by Serve: a server stopped before it served closes its listener itself.
 	started atomic.Bool
 	// inprocs are the in-process connections NewInProcess made, which Stop stops.
@@ -108,8 +109,9 @@ type Server struct {
 }
 
 // NewServer listens and builds the gRPC server with the service's credentials, spans and
-// keepalive policy; opts add the service's own options (codecs, interceptors, message sizes).
-// Nothing is served until Serve.
+// keepalive policy, and recovery from handler panics (an Internal status, logged and counted in
+// grpc_server_panics_total); opts add the service's own options (codecs, interceptors, message
+// sizes). Nothing is served until Serve.
 func NewServer(name string, cfg ServerConfig, log *slog.Logger, opts ...grpc.ServerOption) (*Server, error) {
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -117,9 +119,13 @@ func NewServer(name string, cfg ServerConfig, log *slog.Logger, opts ...grpc.Ser
 	// The registry comes first: the gRPC metrics interceptors record into it.
 	reg := prometheus.NewRegistry()
 	gm := newGRPCMetrics(reg)
+	rec := newPanicRecovery(log, reg)
 	base := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(gm.unary),
-		grpc.ChainStreamInterceptor(gm.stream),
+		// Recovery runs inside the metrics, which count a recovered panic as the Internal the
+		// client gets, and outside the service's own interceptors (opts), whose panics it
+		// recovers too.
+		grpc.ChainUnaryInterceptor(gm.unary, rec.unary),
+		grpc.ChainStreamInterceptor(gm.stream, rec.stream),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.InitialWindowSize(streamWindow),
@@ -142,15 +148,16 @@ func NewServer(name string, cfg ServerConfig, log *slog.Logger, opts ...grpc.Ser
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
 	s := &Server{
-		GRPC:    grpc.NewServer(append(base, opts...)...),
-		Metrics: reg,
-		grpcm:   gm,
-		name:    name,
-		cfg:     cfg,
-		log:     log,
-		health:  health.NewServer(),
-		lis:     lis,
-		served:  make(chan error, 1),
+		GRPC:     grpc.NewServer(append(base, opts...)...),
+		Metrics:  reg,
+		grpcm:    gm,
+		recovery: rec,
+		name:     name,
+		cfg:      cfg,
+		log:      log,
+		health:   health.NewServer(),
+		lis:      lis,
+		served:   make(chan error, 1),
 	}
 	s.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	healthpb.RegisterHealthServer(s.GRPC, s.health)
@@ -183,6 +190,7 @@ func (s *Server) ServeUnready() { s.serve(false) }
 func (s *Server) serve(ready bool) {
 	s.started.Store(true)
 	s.grpcm.initialize(s.GRPC)
+	s.recovery.initialize(s.GRPC)
 	if s.mlis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{Registry: s.Metrics}))

@@ -160,10 +160,11 @@ var catalog = []catalogEntry{
 		"SelfSubjectReview": {virtual: true},
 		"TokenReview":       {virtual: true},
 	}},
-	// The spec lists TokenReview in v1beta1 too; upstream 1.33 still serves SelfSubjectReview there.
+	// v1beta1 serves SelfSubjectReview only, as upstream 1.33 does: it stopped serving v1beta1
+	// TokenReview in 1.22. The spec's "TokenReview versions v1 and v1beta1" are the wire formats of
+	// the token webhook (services/authn/webhook, a client), not resources served here.
 	{upstream: authenticationv1beta1.SchemeGroupVersion, install: authenticationv1beta1.AddToScheme, defaultOn: true, onlyListed: true, kinds: map[string]kindInfo{
 		"SelfSubjectReview": {virtual: true},
-		"TokenReview":       {virtual: true},
 	}},
 	// Alpha: off unless --runtime-config turns it on (the spec's stability rules).
 	{upstream: authenticationv1alpha1.SchemeGroupVersion, install: authenticationv1alpha1.AddToScheme, onlyListed: true, kinds: map[string]kindInfo{

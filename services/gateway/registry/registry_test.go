@@ -1,11 +1,16 @@
 package registry
 
 import (
+	"slices"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"platform.io/libs/naming"
 )
 
 func mustNew(t *testing.T, rc string) *Registry {
@@ -69,6 +74,44 @@ func TestCatalog(t *testing.T) {
 	}
 	if g, ok := r.Groups(), true; !ok || g[0].Name != "" {
 		t.Errorf("core group must come first, got %q", g[0].Name)
+	}
+}
+
+// The authentication group serves what upstream 1.33 serves: TokenReview and SelfSubjectReview in
+// v1, SelfSubjectReview alone in v1beta1 (upstream stopped serving v1beta1 TokenReview in 1.22;
+// the spec's v1beta1 TokenReview is the token webhook's wire format, not a served resource).
+func TestAuthenticationVersions(t *testing.T) {
+	r := mustNew(t, "")
+	auth := naming.Group("authentication.k8s.io")
+	for _, tc := range []struct {
+		version string
+		want    []string
+	}{
+		{"v1", []string{"selfsubjectreviews", "tokenreviews"}},
+		{"v1beta1", []string{"selfsubjectreviews"}},
+	} {
+		gv, ok := r.GroupVersion(schema.GroupVersion{Group: auth, Version: tc.version})
+		if !ok {
+			t.Errorf("%s/%s not served", auth, tc.version)
+			continue
+		}
+		var got []string
+		for _, res := range gv.Resources {
+			got = append(got, res.Resource)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s/%s resources %v, want %v", auth, tc.version, got, tc.want)
+		}
+	}
+	if res, ok := r.Resource(schema.GroupVersionResource{Group: auth, Version: "v1beta1", Resource: "tokenreviews"}); ok {
+		t.Errorf("%s/v1beta1 tokenreviews served: %+v", auth, res)
+	}
+	if res, ok := r.ForObject(&authenticationv1beta1.TokenReview{}); ok {
+		t.Errorf("a v1beta1 TokenReview object maps to a served resource: %s", res.GroupVersionResource)
+	}
+	if res, ok := r.ForObject(&authenticationv1.TokenReview{}); !ok || res.GroupVersionResource != (schema.GroupVersionResource{Group: auth, Version: "v1", Resource: "tokenreviews"}) {
+		t.Errorf("ForObject(v1 TokenReview) = %v, %v; want %s/v1 tokenreviews", res, ok, auth)
 	}
 }
 

@@ -48,7 +48,6 @@ func TestLifecycleDeprecation(t *testing.T) {
 		{Version: "v1", Resource: "componentstatuses"}:                              {In: "1.19"},
 		{Version: "v1", Resource: "endpoints"}:                                      {In: "1.33", Replacement: naming.Group("discovery.k8s.io") + "/v1 EndpointSlice"},
 		{Group: auth, Version: "v1beta1", Resource: "selfsubjectreviews"}:           {In: "1.30", RemovedIn: "1.33"},
-		{Group: auth, Version: "v1beta1", Resource: "tokenreviews"}:                 {In: "1.19", RemovedIn: "1.22", Replacement: auth + "/v1 TokenReview"},
 		{Version: "v1", Resource: "configmaps"}:                                     nil,
 		hpaV1GVR:                                                                    nil,
 		{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}: nil,

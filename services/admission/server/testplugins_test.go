@@ -28,6 +28,9 @@ const (
 	annRejectIn = "test/reject-in"
 	// annBlock makes the validator wait for the test's release (in-flight calls during Stop).
 	annBlock = "test/block"
+	// annPanic "admit" makes the mutator panic, "validate" the validator (a plugin's bug on one
+	// client's object).
+	annPanic = "test/panic"
 )
 
 // plugins are one service's test plugins, and what they saw.
@@ -125,6 +128,12 @@ func rejection(a *admission.Attributes, kind string) error {
 	return nil
 }
 
+// pluginBug panics as a plugin's bug would: a write to a nil map.
+func pluginBug() {
+	var seen map[string]bool
+	seen["x"] = true
+}
+
 type mutatorPlugin struct{ p *plugins }
 
 func (mutatorPlugin) Name() string { return admission.AlwaysAdmit }
@@ -135,6 +144,9 @@ func (m mutatorPlugin) Admit(_ context.Context, a *admission.Attributes) error {
 	m.p.mu.Unlock()
 	a.AddAnnotation("test/admitted", string(a.Operation))
 	ann := annotations(a.Object)
+	if ann[annPanic] == "admit" {
+		pluginBug()
+	}
 	if ann[annRejectIn] == "admit" {
 		return rejection(a, ann[annReject])
 	}
@@ -178,6 +190,9 @@ func (v validatorPlugin) Validate(ctx context.Context, a *admission.Attributes) 
 	v.p.last = a
 	v.p.mu.Unlock()
 	ann := annotations(a.Object)
+	if ann[annPanic] == "validate" {
+		pluginBug()
+	}
 	if ann[annBlock] != "" {
 		v.p.entered <- struct{}{}
 		select {

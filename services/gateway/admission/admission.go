@@ -73,13 +73,22 @@ func New(conn grpc.ClientConnInterface, log *slog.Logger, reg prometheus.Registe
 // Run follows the interest set until ctx ends; while the stream is down every write is asked.
 func (c *Client) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
+	// An outage is logged once, at its start (a stream that was live, or the first attempt);
+	// the retries while it lasts are debug lines.
+	reported := false
 	for ctx.Err() == nil {
 		err := c.follow(ctx)
 		c.mu.Lock()
+		wasLive := c.live
 		c.live = false
 		c.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
-			c.log.Debug("admission interest stream ended", "err", err)
+			if wasLive || !reported {
+				c.log.Warn("admission interest stream failing: every write asks the admission service until it is back", "service", "admission", "err", err)
+				reported = true
+			} else {
+				c.log.Debug("admission interest stream ended", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

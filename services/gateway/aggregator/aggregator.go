@@ -3,7 +3,7 @@
 // APIServices are kept for every group version the gateway serves itself (built-in and custom
 // resources, as upstream's autoregister and CRD registration controllers keep them); a remote
 // APIService names a Service whose extension API server gets every request for its group
-// version, authenticated and authorized here first and carrying the user in the front-proxy
+// version, authenticated and authorized by the gateway's handler chain first and carrying the user in the front-proxy
 // headers (X-Remote-User, X-Remote-Group, X-Remote-Extra-*) over TLS with the proxy client
 // certificate. Remote group versions join /apis and /apis/<group>; an availability controller
 // checks each remote APIService (its Service, Endpoints and discovery) and sets the Available
@@ -48,8 +48,6 @@ type Config struct {
 	// CRDsSynced is closed once the custom resources are served (local APIServices of custom
 	// resources are not removed before).
 	CRDsSynced <-chan struct{}
-	// RequestTimeout bounds proxied requests other than watches and upgrades.
-	RequestTimeout time.Duration
 	// CheckInterval is how often every remote APIService is checked (default 5s).
 	CheckInterval time.Duration
 	Logger        *slog.Logger
@@ -97,9 +95,6 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = 5 * time.Second
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = time.Minute
 	}
 	ag := &Aggregator{
 		cfg: cfg, store: store, log: cfg.Logger, proxies: map[string]*remote{}, stats: newMetrics(cfg.Metrics),
@@ -202,4 +197,18 @@ func (ag *Aggregator) Handler(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// groupVersionOf returns the group version of /apis/<group>/<version> and the paths below it
+// (the routing of remote group versions, their discovery document included).
+func groupVersionOf(path string) (schema.GroupVersion, bool) {
+	rest, ok := strings.CutPrefix(path, "/apis/")
+	if !ok {
+		return schema.GroupVersion{}, false
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return schema.GroupVersion{}, false
+	}
+	return schema.GroupVersion{Group: parts[0], Version: parts[1]}, true
 }

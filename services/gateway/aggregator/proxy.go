@@ -155,17 +155,11 @@ func (ag *Aggregator) resolve(ctx context.Context, namespace, name string, port 
 	return serviceresolve.EndpointAddress(svc, eps, port, rand.IntN)
 }
 
-// serveRemote authenticates and authorizes a request for a remote group version (upstream's
-// aggregator runs its whole handler chain first), answers 503 when the APIService is not
-// available, and otherwise proxies it to the extension API server.
+// serveRemote answers 503 when the APIService is not available, and otherwise proxies the
+// request (authenticated, authorized and bounded by the request timeout in the handler chain, as
+// upstream's aggregator runs its whole chain first) to the extension API server.
 func (ag *Aggregator) serveRemote(w http.ResponseWriter, r *http.Request, rem *remote) {
 	svc := rem.svc.Load()
-	attrs := attributesOf(r, svc.GroupVersion())
-	r, err := ag.cfg.API.Admit(r, attrs)
-	if err != nil {
-		ag.cfg.API.WriteError(w, r, err)
-		return
-	}
 	if rem.buildErr != nil {
 		ag.cfg.API.WriteError(w, r, apierrors.NewServiceUnavailable(rem.buildErr.Error()))
 		return
@@ -173,11 +167,6 @@ func (ag *Aggregator) serveRemote(w http.ResponseWriter, r *http.Request, rem *r
 	if !svc.IsAvailable() {
 		ag.cfg.API.WriteError(w, r, apierrors.NewServiceUnavailable("service unavailable"))
 		return
-	}
-	if !longRunning(r, attrs) {
-		ctx, cancel := context.WithTimeout(r.Context(), ag.cfg.RequestTimeout)
-		defer cancel()
-		r = r.WithContext(ctx)
 	}
 	rem.proxy.ServeHTTP(w, r)
 }

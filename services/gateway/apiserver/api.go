@@ -23,6 +23,7 @@ import (
 	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/request"
 )
 
 // Config is what the resource API needs from the process that serves it.
@@ -131,23 +132,49 @@ func New(cfg Config) *API {
 	return a
 }
 
-// Install registers the API's routes: discovery, /version, and every resource URL shape.
+// Install registers the API's routes: discovery, /version, and every resource URL shape. The
+// handler chain has authenticated and authorized every request before it reaches them.
 func (a *API) Install(r *mux.Router) {
-	r.Handle("/version", a.nonResource(a.serveVersion)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle(issuerDiscoveryPath, a.nonResource(a.serveIssuerDiscovery)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle(issuerJWKSPath, a.nonResource(a.serveIssuerJWKS)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/api", a.nonResource(a.serveAPIVersions)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/api/", a.nonResource(a.serveAPIVersions)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/apis", a.nonResource(a.serveGroupList)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/apis/", a.nonResource(a.serveGroupList)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/api/v1", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/api/v1/", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
+	get := []string{http.MethodGet, http.MethodHead}
+	r.HandleFunc("/version", a.serveVersion).Methods(get...)
+	r.HandleFunc(issuerDiscoveryPath, a.serveIssuerDiscovery).Methods(get...)
+	r.HandleFunc(issuerJWKSPath, a.serveIssuerJWKS).Methods(get...)
+	r.HandleFunc("/api", a.serveAPIVersions).Methods(get...)
+	r.HandleFunc("/api/", a.serveAPIVersions).Methods(get...)
+	r.HandleFunc("/apis", a.serveGroupList).Methods(get...)
+	r.HandleFunc("/apis/", a.serveGroupList).Methods(get...)
+	r.HandleFunc("/api/v1", a.serveResourceList).Methods(get...)
+	r.HandleFunc("/api/v1/", a.serveResourceList).Methods(get...)
 	r.PathPrefix("/api/v1/").Handler(http.HandlerFunc(a.serveResource))
-	r.Handle("/apis/{group}", a.nonResource(a.serveGroup)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/apis/{group}/", a.nonResource(a.serveGroup)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/apis/{group}/{version}", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/apis/{group}/{version}/", a.nonResource(a.serveResourceList)).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/apis/{group}", a.serveGroup).Methods(get...)
+	r.HandleFunc("/apis/{group}/", a.serveGroup).Methods(get...)
+	r.HandleFunc("/apis/{group}/{version}", a.serveResourceList).Methods(get...)
+	r.HandleFunc("/apis/{group}/{version}/", a.serveResourceList).Methods(get...)
 	r.PathPrefix("/apis/{group}/{version}/").Handler(http.HandlerFunc(a.serveResource))
+}
+
+// Resolver is the request info resolver of the handler chain: it serves upstream's names of the
+// groups Platform renames (which typed clients hard-code) as those groups, so a request is
+// authorized, audited and served under the group that serves it.
+func (a *API) Resolver() *request.Resolver {
+	return &request.Resolver{Served: a.servedGroupVersion}
+}
+
+// servedGroupVersion maps upstream's name of a group version Platform serves under its own name
+// (rbac.authorization.k8s.io/v1 for rbac.authorization.platform.io/v1) to the served one; any
+// other group version is returned as named.
+func (a *API) servedGroupVersion(gv schema.GroupVersion) schema.GroupVersion {
+	if _, ok := a.reg.GroupVersion(gv); ok {
+		return gv
+	}
+	served := schema.GroupVersion{Group: naming.Group(gv.Group), Version: gv.Version}
+	if served.Group == gv.Group {
+		return gv
+	}
+	if _, ok := a.reg.GroupVersion(served); ok {
+		return served
+	}
+	return gv
 }
 
 // ResourcesFirst sends requests for resource URLs (below /api/v1/ or /apis/{group}/{version}/,
@@ -205,47 +232,24 @@ func (a *API) NotFound() http.Handler {
 	})
 }
 
-// serveResource handles every request below a group version: it parses the address, runs the
-// access-control seams, then dispatches on the verb.
+// serveResource handles every request below a group version: it reads the address the chain
+// resolved (and authorized), then dispatches on the verb.
 func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
-	gv, rest := splitGroupVersion(r.URL.Path)
-	var wire schema.GroupVersion
-	if _, ok := a.reg.GroupVersion(gv); !ok {
-		// Typed clients (kubectl's, client-go's clientsets) hard-code upstream's group names:
-		// serve those as aliases of the groups Platform renames (not listed in discovery).
-		served := schema.GroupVersion{Group: naming.Group(gv.Group), Version: gv.Version}
-		if _, ok := a.reg.GroupVersion(served); served.Group == gv.Group || !ok {
-			a.writeError(w, r, notFoundType(gv.WithResource("")))
-			return
-		}
-		wire, gv = gv, served
+	ri, ok := request.InfoFrom(r.Context())
+	if !ok {
+		ri = a.Resolver().Resolve(r)
 	}
-	info, err := a.parseResourcePath(r, gv, rest)
+	info, err := a.parseResourcePath(r, ri)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	info.wire = wire
 	info.dryRun, _ = parseDryRun(r) // a bad value is the handlers' 400
-	r, err = a.admitRequest(r, auth.Attributes{
-		Verb: info.verb, ResourceRequest: true, APIGroup: info.res.Group, APIVersion: info.res.Version,
-		Resource: info.res.Resource, Subresource: info.subresource, Namespace: info.namespace, Name: info.name,
-	})
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
 	if info.res.Deprecation != nil {
 		a.signalDeprecation(w, r, info)
 	}
 	fillLabels(r.Context(), info)
-	ctx := withRequestInfo(r.Context(), info)
-	if info.verb != "watch" {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
-		defer cancel()
-	}
-	r = r.WithContext(ctx)
+	r = r.WithContext(withRequestInfo(r.Context(), info))
 	switch info.subresource {
 	case "scale":
 		a.serveScale(w, r, info)
@@ -287,31 +291,4 @@ func splitGroupVersion(path string) (schema.GroupVersion, string) {
 	group, rest, _ := cut(rest, "/")
 	ver, rest, _ := cut(rest, "/")
 	return schema.GroupVersion{Group: group, Version: ver}, rest
-}
-
-// nonResource wraps a handler of a non-resource path with the access-control seams.
-func (a *API) nonResource(h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, err := a.admitRequest(r, auth.Attributes{Verb: NonResourceVerb(r.Method), Path: r.URL.Path})
-		if err != nil {
-			a.writeError(w, r, err)
-			return
-		}
-		h(w, r)
-	})
-}
-
-// NonResourceVerb is the authorization verb of a request for a non-resource URL: the lower-cased
-// HTTP method, HEAD authorized as get (upstream's request info).
-func NonResourceVerb(method string) string {
-	if method == http.MethodHead {
-		return "get"
-	}
-	return strings.ToLower(method)
-}
-
-// Authenticated serves h to callers the API's authenticators and authorizer admit (as a
-// non-resource request for the path), such as /metrics.
-func (a *API) Authenticated(h http.Handler) http.Handler {
-	return a.nonResource(h.ServeHTTP)
 }

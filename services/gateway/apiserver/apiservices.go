@@ -19,7 +19,6 @@ import (
 	"platform.io/libs/naming"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/aggregator/apiregistration"
-	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/printers"
 	"platform.io/services/gateway/registry"
 )
@@ -295,13 +294,6 @@ func (g *Aggregation) Endpoints(ctx context.Context, namespace, name string) (*c
 		return nil, err
 	}
 	return obj.(*corev1.Endpoints), nil
-}
-
-// Admit runs the access-control seams (authenticate, impersonate, authorize, audit) for a
-// request the API does not serve itself (a proxied one): it returns the request with the
-// effective user in its context (auth.UserFrom).
-func (a *API) Admit(r *http.Request, attrs auth.Attributes) (*http.Request, error) {
-	return a.admitRequest(r, attrs)
 }
 
 // WriteError answers err as a Status in the format the request negotiated.

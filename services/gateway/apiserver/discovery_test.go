@@ -57,14 +57,17 @@ func TestDiscovery(t *testing.T) {
 	do(t, e, "GET", "/nothing/here", nil).status(t, http.StatusNotFound, "NotFound")
 }
 
-// Identity: client certificates signed by the cluster CA; no certificate is 401; impersonation.
+// Identity: client certificates signed by the cluster CA; no certificate is 401 (anonymous
+// requests off); impersonation.
 func TestIdentity(t *testing.T) {
 	e := gatewaytest.Start(t, gatewaytest.Options{})
 	call(t, e.Anonymous(), e, "GET", cms, nil).status(t, http.StatusUnauthorized, "Unauthorized")
 	call(t, e.Anonymous(), e, "GET", "/api", nil).status(t, http.StatusUnauthorized, "Unauthorized")
-	// Health is open to everyone, as upstream's system:public-info-viewer allows.
-	if r := call(t, e.Anonymous(), e, "GET", "/livez", nil); r.code != http.StatusOK {
-		t.Errorf("anonymous /livez: %d", r.code)
+	// With anonymous requests off, health is no exception (upstream authenticates every path;
+	// with them on, system:public-info-viewer opens it: services/gateway/server TestHealthEndpoints).
+	call(t, e.Anonymous(), e, "GET", "/livez", nil).status(t, http.StatusUnauthorized, "Unauthorized")
+	if r := call(t, e.Client("jane"), e, "GET", "/livez", nil); r.code != http.StatusOK {
+		t.Errorf("authenticated /livez: %d", r.code)
 	}
 	const ssr = "/apis/authentication.platform.io/v1/selfsubjectreviews"
 	who := must(t, call(t, e.Client("jane", "dev", "ops"), e, "POST", ssr, `{}`), http.StatusCreated)

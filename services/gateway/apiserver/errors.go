@@ -16,6 +16,7 @@ import (
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/request"
 )
 
 // conflictMessage is upstream's wording for a failed compare-and-swap; clients match on the reason.
@@ -127,7 +128,7 @@ func (a *API) errorOutput(r *http.Request) output {
 func (a *API) resourceOf(r *http.Request) *registry.Resource {
 	gv, rest := splitGroupVersion(r.URL.Path)
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
-	if len(parts) > 2 && parts[0] == "namespaces" && !namespaceSubresources[parts[2]] {
+	if len(parts) > 2 && parts[0] == "namespaces" && !request.NamespaceSubresource(parts[2]) {
 		parts = parts[2:]
 	}
 	if res, ok := a.reg.Resource(gv.WithResource(parts[0])); ok {

@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
-
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/request"
 )
 
 // requestInfo is what a resource request addresses and which verb it is.
@@ -74,23 +73,31 @@ func sameGroup(gv, want schema.GroupVersion) bool {
 	return gv.Version == want.Version && (gv.Group == want.Group || naming.Group(gv.Group) == want.Group)
 }
 
-// namespaceSubresources are the subresources of namespaces; a path namespaces/<ns>/<x> names a
-// namespace subresource when x is one of them and a collection in the namespace otherwise.
-var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
-
-// parseResourcePath reads the part of a resource URL after /api/v1 or /apis/<group>/<version>:
-// [namespaces/<ns>/]<resource>[/<name>[/<subresource>]].
-func (a *API) parseResourcePath(r *http.Request, gv schema.GroupVersion, rest string) (*requestInfo, error) {
-	parts := strings.Split(strings.Trim(rest, "/"), "/")
+// parseResourcePath reads the address the chain resolved for a resource request
+// (/api/v1/... or /apis/<group>/<version>/...: [namespaces/<ns>/]<resource>[/<name>[/<subresource>]])
+// against what is served: 404 for what is not, 405 for a verb the address does not take.
+func (a *API) parseResourcePath(r *http.Request, ri *request.Info) (*requestInfo, error) {
+	gv := schema.GroupVersion{Group: ri.APIGroup, Version: ri.APIVersion}
+	if _, ok := a.reg.GroupVersion(gv); !ok {
+		if ri.WireGroup != "" {
+			gv.Group = ri.WireGroup
+		}
+		return nil, notFoundType(gv.WithResource(""))
+	}
+	if ri.ByPrefixVerb {
+		// The legacy /watch/ and /proxy/ prefixes are not served.
+		return nil, notFoundType(gv.WithResource(ri.Verb))
+	}
+	parts := ri.Parts
+	rest := strings.Join(parts, "/")
 	for _, p := range parts {
 		if p == "" || p == "." || p == ".." {
 			return nil, apierrors.NewNotFound(schema.GroupResource{}, rest)
 		}
 	}
-	info := &requestInfo{}
-	if parts[0] == "namespaces" && len(parts) > 2 && !namespaceSubresources[parts[2]] {
-		info.namespace = parts[1]
-		parts = parts[2:]
+	info := &requestInfo{namespace: ri.Namespace}
+	if ri.WireGroup != "" {
+		info.wire = schema.GroupVersion{Group: ri.WireGroup, Version: ri.APIVersion}
 	}
 	gvr := gv.WithResource(parts[0])
 	res, ok := a.reg.Resource(gvr)
@@ -110,12 +117,12 @@ func (a *API) parseResourcePath(r *http.Request, gv schema.GroupVersion, rest st
 	if info.subresource != "" && !res.HasSubresource(info.subresource) && !(res.Resource == "namespaces" && res.Group == "" && info.subresource == "finalize") {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: res.Group, Resource: res.Resource + "/" + info.subresource}, info.name)
 	}
+	if res.Resource == "namespaces" && res.Group == "" && info.name != "" {
+		// A namespace's own name is not its namespace (authorization reads it as one, as upstream).
+		info.namespace = ""
+	}
 	if info.namespace != "" && !res.Namespaced {
 		return nil, apierrors.NewNotFound(res.GroupResource(), rest)
-	}
-	if res.Resource == "namespaces" && res.Group == "" && info.name != "" {
-		// A namespace's own name is not its namespace.
-		info.namespace = ""
 	}
 	verb, err := verbFor(r, info)
 	if err != nil {
@@ -133,7 +140,7 @@ func verbFor(r *http.Request, info *requestInfo) (string, error) {
 	item := info.name != ""
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		if isWatch(r) {
+		if request.IsWatch(r) {
 			if info.subresource != "" {
 				return "", apierrors.NewMethodNotSupported(info.res.GroupResource(), "watch")
 			}
@@ -171,16 +178,6 @@ func verbFor(r *http.Request, info *requestInfo) (string, error) {
 		return "deletecollection", nil
 	}
 	return "", apierrors.NewMethodNotSupported(info.res.GroupResource(), r.Method)
-}
-
-// isWatch reads ?watch=1|true.
-func isWatch(r *http.Request) bool {
-	v := r.URL.Query().Get("watch")
-	if v == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(v)
-	return err == nil && b
 }
 
 // notFoundType is the 404 for a URL naming a resource type that is not served.

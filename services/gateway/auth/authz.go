@@ -56,9 +56,17 @@ func NewRemoteAuthorizer(conn grpc.ClientConnInterface, log *slog.Logger, reg pr
 // Run follows the policy generation until ctx ends, reconnecting when the stream breaks.
 func (a *RemoteAuthorizer) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
+	// An outage is logged once, at its start (a stream that was live, or the first attempt);
+	// the retries while it lasts are debug lines.
+	reported := false
 	for ctx.Err() == nil {
 		if err := a.follow(ctx); err != nil && ctx.Err() == nil {
-			a.log.Debug("policy generation stream ended", "err", err)
+			if a.isLive() || !reported {
+				a.log.Warn("authorization policy stream failing: decisions are not cached until it is back", "service", "authorization", "err", err)
+				reported = true
+			} else {
+				a.log.Debug("policy generation stream ended", "err", err)
+			}
 		}
 		a.setLive(false, 0)
 		select {
@@ -84,6 +92,12 @@ func (a *RemoteAuthorizer) follow(ctx context.Context) error {
 		}
 		a.setLive(true, g.GetGeneration())
 	}
+}
+
+func (a *RemoteAuthorizer) isLive() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.live
 }
 
 // setLive records the stream's state and generation; any change empties the cache.

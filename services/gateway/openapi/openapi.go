@@ -171,14 +171,11 @@ func New(reg *registry.Registry) (*Handler, error) {
 	return h, nil
 }
 
-// Install registers GET and HEAD of /openapi/v3 and of the documents below it on r, each
-// handler wrapped by wrap (the caller's authentication and authorization) when it is not nil.
-func (h *Handler) Install(r *mux.Router, wrap func(http.Handler) http.Handler) {
-	if wrap == nil {
-		wrap = func(h http.Handler) http.Handler { return h }
-	}
-	r.Handle(Prefix, wrap(http.HandlerFunc(h.serveRoot))).Methods(http.MethodGet, http.MethodHead)
-	r.Handle(Prefix+"/{path:.+}", wrap(http.HandlerFunc(h.serveGroupVersion))).Methods(http.MethodGet, http.MethodHead)
+// Install registers GET and HEAD of /openapi/v3 and of the documents below it on r (the
+// handler chain authenticates and authorizes them as non-resource paths).
+func (h *Handler) Install(r *mux.Router) {
+	r.HandleFunc(Prefix, h.serveRoot).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc(Prefix+"/{path:.+}", h.serveGroupVersion).Methods(http.MethodGet, http.MethodHead)
 }
 
 // Size returns the total size in bytes of the encoded documents, the root included.

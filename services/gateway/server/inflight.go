@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"platform.io/services/gateway/request"
 )
 
 // inflightLimiter bounds the requests served at once, as upstream's --max-requests-inflight and
@@ -52,12 +54,15 @@ func (l *inflightLimiter) wrap(next http.Handler) http.Handler {
 	})
 }
 
-// longRunning tells watches and health checks apart from the requests the limits count.
+// longRunning tells watches, upgrades and health checks apart from the requests the limits count.
 func longRunning(r *http.Request) bool {
 	p := r.URL.Path
 	if strings.HasPrefix(p, "/livez") || strings.HasPrefix(p, "/readyz") || strings.HasPrefix(p, "/healthz") {
 		return true
 	}
-	w := r.URL.Query().Get("watch")
-	return w == "1" || w == "true" || w == "True"
+	info, ok := request.InfoFrom(r.Context())
+	if !ok {
+		info = (*request.Resolver)(nil).Resolve(r)
+	}
+	return info.LongRunning(r)
 }

@@ -34,6 +34,7 @@ import (
 	"platform.io/services/gateway/apiserver"
 	"platform.io/services/gateway/audit"
 	"platform.io/services/gateway/auth"
+	"platform.io/services/gateway/filters"
 	"platform.io/services/gateway/health"
 	"platform.io/services/gateway/openapi"
 	"platform.io/services/gateway/registry"
@@ -135,12 +136,13 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	authz := auth.NewRemoteAuthorizer(authzConn, log, metrics)
 	go authz.Run(runCtx)
+	authn := auth.NewRemote(authnConn, log, metrics)
 	adm := admission.New(admissionConn, log, metrics)
 	go adm.Run(runCtx)
 	api := apiserver.New(apiserver.Config{
 		Registry:          reg,
 		Storage:           storage.NewClient(storageConn),
-		Authn:             auth.NewRemote(authnConn, log, metrics),
+		Authn:             authn,
 		Authz:             authz,
 		Admission:         adm,
 		Logger:            log,
@@ -159,15 +161,15 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	router.UseEncodedPath()
 	s.health.Install(router)
 	reqs := newRequestMetrics(metrics)
-	router.Handle("/metrics", api.Authenticated(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})))
+	router.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	if cfg.Profiling {
-		router.PathPrefix("/debug/pprof/").Handler(api.Authenticated(service.ProfilingHandler()))
+		router.PathPrefix("/debug/pprof/").Handler(service.ProfilingHandler())
 	}
 	oa, err := openapi.New(reg)
 	if err != nil {
 		return nil, err
 	}
-	oa.Install(router, api.Authenticated)
+	oa.Install(router)
 	api.Install(router)
 	router.NotFoundHandler = api.NotFound()
 	router.MethodNotAllowedHandler = api.NotFound()
@@ -175,7 +177,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	// extension API servers (aggregator.New is nil when apiregistration is turned off).
 	agg, err := aggregator.New(aggregator.Config{
 		API: api, Registry: reg, ProxyClientCertFile: cfg.ProxyClientCertFile, ProxyClientKeyFile: cfg.ProxyClientKeyFile,
-		Controllers: cfg.EnableControllers, CRDsSynced: api.CRDsSynced(), RequestTimeout: cfg.RequestTimeout, Logger: log,
+		Controllers: cfg.EnableControllers, CRDsSynced: api.CRDsSynced(), Logger: log,
 		Metrics: metrics, EndpointRouting: cfg.EnableAggregatorRouting,
 	})
 	if err != nil {
@@ -193,7 +195,20 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		return nil, err
 	}
 	s.auditor = auditor
-	handler := withRequestID(auditor.Handler(withTrace(reqs.wrap(newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(routed)), log)), log)
+	// The handler chain, outermost first (docs/architecture.md, decision 24): panic recovery, the
+	// server span, the Audit-Id, request info, the audit record, metrics, in-flight limits,
+	// authentication, impersonation, authorization, the request timeout, then the routes. Every
+	// path goes through all of it: no route authenticates or authorizes by itself, and a 404 is
+	// only ever the answer to someone authorized to ask.
+	handler := filters.WithTimeout(routed, cfg.RequestTimeout)
+	handler = filters.WithAuthorization(handler, authz, api.WriteError, log)
+	handler = filters.WithImpersonation(handler, authz, api.WriteError, log)
+	handler = filters.WithAuthentication(handler, authn, api.WriteError, log)
+	handler = newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(handler)
+	handler = withTrace(reqs.wrap(handler), log)
+	handler = auditor.Handler(handler)
+	handler = filters.WithRequestInfo(handler, api.Resolver())
+	handler = withRequestID(handler, log)
 	// One server span per request, continuing a client's traceparent; named "{method} {route}".
 	handler = withServerSpan(handler)
 	handler = withPanicRecovery(handler, log)

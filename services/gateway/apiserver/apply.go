@@ -65,6 +65,10 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 			return nil, false, nil, err
 		}
 		if created {
+			// An apply that creates is authorized as a create too, as upstream's.
+			if err := a.authorizeCreate(ctx, info); err != nil {
+				return nil, false, nil, err
+			}
 			wr := &writeRequest{dryRun: dry, obj: obj, meta: mustMeta(obj), manager: manager, tracked: true}
 			stored, err := a.createObject(ctx, res, wr)
 			if apierrors.IsAlreadyExists(err) {

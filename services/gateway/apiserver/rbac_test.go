@@ -306,3 +306,47 @@ func TestReviewAPIs(t *testing.T) {
 	// The review kinds are authorized like any resource: dana may not create SubjectAccessReviews.
 	call(t, dana, e, "POST", authz+"/subjectaccessreviews", `{"spec":{"user":"x","resourceAttributes":{"verb":"list","resource":"pods"}}}`).status(t, http.StatusForbidden, "Forbidden")
 }
+
+// A write that creates is authorized as a create too, as upstream's: a user granted patch and
+// update but not create cannot create a ConfigMap with an apply (PATCH apply-patch+yaml) or with
+// a PUT of a missing object, dry-run or not; with create granted both create; writes to an
+// existing object need no create.
+func TestCreateOnUpdateNeedsCreate(t *testing.T) {
+	e := startRBAC(t)
+	bob := e.Client("bob")
+	const cms = "/api/v1/namespaces/default/configmaps"
+	must(t, do(t, e, "POST", rbacAPI+"/namespaces/default/roles", role("cm-writer",
+		rule(s("get", "patch", "update"), s(""), s("configmaps")))), http.StatusCreated)
+	must(t, do(t, e, "POST", rbacAPI+"/namespaces/default/rolebindings", binding("RoleBinding", "bob-writes", "Role", "cm-writer", user("bob"))), http.StatusCreated)
+	apply := func(name string, query string) response {
+		return call(t, bob, e, "PATCH", cms+"/"+name+"?fieldManager=bob"+query,
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"data":{"a":"1"}}`, "Content-Type", "application/apply-patch+yaml")
+	}
+	put := func(name string, query string) response {
+		return call(t, bob, e, "PUT", cms+"/"+name+"?x=1"+query, configMap(name, map[string]string{"a": "1"}))
+	}
+	waitWithin(t, 5*time.Second, "the binding taking effect", func() bool {
+		return call(t, bob, e, "GET", cms+"/nothing", nil).code == http.StatusNotFound
+	})
+	for _, dry := range []string{"", "&dryRun=All"} {
+		msg := apply("applied", dry).status(t, http.StatusForbidden, "Forbidden")
+		if want := `User "bob" cannot create resource "configmaps" in API group "" in the namespace "default"`; !strings.Contains(msg, want) {
+			t.Errorf("apply create%s: %q lacks %q", dry, msg, want)
+		}
+		put("put", dry).status(t, http.StatusForbidden, "Forbidden")
+	}
+	do(t, e, "GET", cms+"/applied", nil).status(t, http.StatusNotFound, "NotFound")
+	do(t, e, "GET", cms+"/put", nil).status(t, http.StatusNotFound, "NotFound")
+
+	// Existing objects: patch and update need nothing more.
+	must(t, do(t, e, "POST", cms, configMap("existing", nil)), http.StatusCreated)
+	must(t, apply("existing", ""), http.StatusOK)
+	must(t, call(t, bob, e, "PUT", cms+"/existing", configMap("existing", map[string]string{"b": "2"})), http.StatusOK)
+
+	// With create granted, both create.
+	must(t, do(t, e, "POST", rbacAPI+"/namespaces/default/roles", role("cm-creator", rule(s("create"), s(""), s("configmaps")))), http.StatusCreated)
+	must(t, do(t, e, "POST", rbacAPI+"/namespaces/default/rolebindings", binding("RoleBinding", "bob-creates", "Role", "cm-creator", user("bob"))), http.StatusCreated)
+	waitWithin(t, 5*time.Second, "the create grant taking effect", func() bool { return apply("applied", "&dryRun=All").code == http.StatusCreated })
+	must(t, apply("applied", ""), http.StatusCreated)
+	must(t, put("put", ""), http.StatusCreated)
+}

@@ -251,6 +251,10 @@ func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequ
 			if info.subresource != "" || wantRV != "" {
 				return nil, false, err
 			}
+			// An update that creates is authorized as a create too (upstream's create-on-update).
+			if err := a.authorizeCreate(ctx, info); err != nil {
+				return nil, false, err
+			}
 			wr.meta.SetUID("")
 			obj, err := a.createObject(ctx, res, wr)
 			if apierrors.IsAlreadyExists(err) {

@@ -44,7 +44,7 @@ func (a *API) answerReview(r *http.Request, info *requestInfo, u *auth.User, wr 
 		obj.Status.UserInfo = authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: toExtra(u.Extra)}
 	case *authenticationv1alpha1.SelfSubjectReview:
 		obj.Status.UserInfo = authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: toExtra(u.Extra)}
-	case *authenticationv1.TokenReview, *authenticationv1beta1.TokenReview:
+	case *authenticationv1.TokenReview:
 		return a.reviewToken(ctx, obj)
 	case *authorizationv1.SelfSubjectAccessReview:
 		if err := validateAccessReview(info, &obj.Spec.ResourceAttributes, obj.Spec.NonResourceAttributes, nil); err != nil {

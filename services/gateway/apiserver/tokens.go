@@ -9,11 +9,9 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -184,48 +182,22 @@ func (a *API) coreResource(resource string) *registry.Resource {
 	return res
 }
 
-// reviewToken answers a TokenReview (v1 or v1beta1) from the authentication service.
-func (a *API) reviewToken(ctx context.Context, obj runtime.Object) error {
-	var token string
-	var audiences []string
-	switch tr := obj.(type) {
-	case *authenticationv1.TokenReview:
-		token, audiences = tr.Spec.Token, tr.Spec.Audiences
-	case *authenticationv1beta1.TokenReview:
-		token, audiences = tr.Spec.Token, tr.Spec.Audiences
-	}
-	if token == "" {
+// reviewToken answers a TokenReview from the authentication service.
+func (a *API) reviewToken(ctx context.Context, tr *authenticationv1.TokenReview) error {
+	if tr.Spec.Token == "" {
 		return apierrors.NewBadRequest("token is required for TokenReview in " + registry.TokenRequestGroupVersionKind.Group)
 	}
-	u, auds, err := a.authn.ReviewToken(ctx, token, audiences)
+	u, auds, err := a.authn.ReviewToken(ctx, tr.Spec.Token, tr.Spec.Audiences)
 	var refused *auth.UnauthorizedError
 	if err != nil && !errors.As(err, &refused) {
 		return a.dependencyError(ctx, err)
 	}
-	switch tr := obj.(type) {
-	case *authenticationv1.TokenReview:
-		tr.Status = authenticationv1.TokenReviewStatus{}
-		if refused != nil {
-			tr.Status.Error = refused.Reason
-			return nil
-		}
-		tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: auds,
-			User: authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: toExtra(u.Extra)}}
-	case *authenticationv1beta1.TokenReview:
-		tr.Status = authenticationv1beta1.TokenReviewStatus{}
-		if refused != nil {
-			tr.Status.Error = refused.Reason
-			return nil
-		}
-		extra := map[string]authenticationv1beta1.ExtraValue{}
-		for k, v := range u.Extra {
-			extra[k] = v
-		}
-		if len(extra) == 0 {
-			extra = nil
-		}
-		tr.Status = authenticationv1beta1.TokenReviewStatus{Authenticated: true, Audiences: auds,
-			User: authenticationv1beta1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra}}
+	tr.Status = authenticationv1.TokenReviewStatus{}
+	if refused != nil {
+		tr.Status.Error = refused.Reason
+		return nil
 	}
+	tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: auds,
+		User: authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: toExtra(u.Extra)}}
 	return nil
 }

@@ -2,9 +2,11 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -87,4 +89,38 @@ func (r *panicRecovery) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 		}
 	}()
 	return handler(srv, ss)
+}
+
+// ErrPanicked is the error Recover returns for a panic. It says nothing of the panic's value,
+// which may say things about the server (or the request) that whoever gets the error has no
+// business seeing; the details are in the server's log.
+var ErrPanicked = errors.New("internal error: panicked (the details are in the server's log)")
+
+// Recover runs f, turning a panic into an error and logging it. It is for the goroutines a
+// handler starts (calls fanned out in parallel, a fetch shared by concurrent requests): the
+// recovery interceptors only cover the handler's own goroutine, and a panic on any other one
+// kills the process with every call in flight. Run the goroutine's work (or the part of it whose
+// failure has a defined outcome) under Recover and handle its error as that work's failure.
+//
+// It returns f's error, or ErrPanicked when f panicked. A panic is logged once, at Error on log
+// (slog.Default when nil) with ctx, attrs (slog key-value pairs naming the unit of work, such as
+// the webhook called), the panic's value and the panicking goroutine's stack. Never pass the
+// request's contents in attrs: they may carry credentials. The panic is not counted in
+// grpc_server_panics_total: that counter is the server's, by gRPC method, for calls answered
+// Internal, and the work of a goroutine may fail without its call failing.
+func Recover(ctx context.Context, log *slog.Logger, f func() error, attrs ...any) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			// Here, in the deferred function, the stack is still the panicking goroutine's, down
+			// to where the panic happened.
+			stack := debug.Stack()
+			if log == nil {
+				log = slog.Default()
+			}
+			log.ErrorContext(ctx, "a request's goroutine panicked; its work fails with an error and the service keeps serving",
+				slices.Concat(attrs, []any{"panic", fmt.Sprint(v), "stack", string(stack)})...)
+			err = ErrPanicked
+		}
+	}()
+	return f()
 }

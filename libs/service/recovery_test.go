@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -271,5 +272,61 @@ func TestServerInProcessRecoversPanicsOutsideInterceptors(t *testing.T) {
 	if len(recs) != 1 || recs[0]["method"] != "/test.Test/Echo" || !strings.Contains(recs[0]["stack"].(string), "panicCodec.Marshal") ||
 		strings.Contains(fmt.Sprint(recs), secret) {
 		t.Errorf("log: %v", recs)
+	}
+}
+
+// Recover returns f's own result; a panic of f (on a goroutine of its own, as a handler's fan-out
+// runs) becomes ErrPanicked, which says nothing of the panic, and is logged once at Error with
+// the attributes given, the panic's value and the stack down to where it happened.
+func TestRecover(t *testing.T) {
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	ctx := context.Background()
+	if err := Recover(ctx, log, func() error { return nil }); err != nil {
+		t.Errorf("f returned nil: %v", err)
+	}
+	own := errors.New("own")
+	if err := Recover(ctx, log, func() error { return own }, "unit", "x"); err != own {
+		t.Errorf("f returned its own error: got %v", err)
+	}
+	if n := len(logs.records(t)); n != 0 {
+		t.Fatalf("%d records without a panic", n)
+	}
+
+	attrs := []any{"webhook", "w.example.com"}
+	errc := make(chan error)
+	go func() {
+		errc <- Recover(ctx, log, func() error {
+			var m map[string]int
+			m[secret]++
+			return nil
+		}, attrs...)
+	}()
+	err := <-errc
+	if !errors.Is(err, ErrPanicked) || strings.Contains(err.Error(), "nil map") {
+		t.Errorf("a panic: got %v, want ErrPanicked without the panic's value", err)
+	}
+	if len(attrs) != 2 {
+		t.Errorf("Recover changed the caller's attrs: %v", attrs)
+	}
+	recs := logs.records(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1: %v", len(recs), recs)
+	}
+	r := recs[0]
+	stack, _ := r["stack"].(string)
+	if r["level"] != "ERROR" || r["webhook"] != "w.example.com" || !strings.Contains(r["panic"].(string), "assignment to entry in nil map") ||
+		!strings.Contains(stack, "TestRecover.func") || !strings.Contains(stack, "panic(") {
+		t.Errorf("the panic's record: %v", r)
+	}
+
+	// Without a logger, slog's default is used.
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(log)
+	if err := Recover(ctx, nil, func() error { panic("p") }); !errors.Is(err, ErrPanicked) {
+		t.Errorf("a panic without a logger: %v", err)
+	}
+	if recs := logs.records(t); len(recs) != 2 || recs[1]["panic"] != "p" {
+		t.Errorf("a panic without a logger was not logged by slog's default: %v", recs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
+	"platform.io/libs/service"
 	"platform.io/libs/serviceresolve"
 	"platform.io/services/admission/admission"
 )
@@ -51,13 +53,14 @@ type hookClient struct {
 type clients struct {
 	objects admission.Objects
 	creds   *credentials
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	cache map[string]*hookClient
 }
 
-func newClients(objects admission.Objects, creds *credentials) *clients {
-	return &clients{objects: objects, creds: creds, cache: map[string]*hookClient{}}
+func newClients(objects admission.Objects, creds *credentials, log *slog.Logger) *clients {
+	return &clients{objects: objects, creds: creds, log: log, cache: map[string]*hookClient{}}
 }
 
 // clientKey identifies a client configuration (the CA bundle by its digest).
@@ -129,8 +132,13 @@ func (cs *clients) build(cc *admissionregistrationv1.WebhookClientConfig) (*hook
 		ns, name := cc.Service.Namespace, cc.Service.Name
 		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if addr == host {
-				resolved, err := cs.resolveService(ns, name, port)
-				if err != nil {
+				// The transport dials on a goroutine of its own, where a panic (of the Service
+				// lister, say) would kill the service: it is a failure to connect instead.
+				var resolved string
+				if err := service.Recover(ctx, cs.log, func() (err error) {
+					resolved, err = cs.resolveService(ns, name, port)
+					return err
+				}, "service", ns+"/"+name); err != nil {
 					return nil, err
 				}
 				addr = resolved

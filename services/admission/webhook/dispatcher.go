@@ -58,7 +58,7 @@ func newDispatcher(plugin string, mutating bool, deps admission.Deps, config []b
 		bs = newBudgets()
 	}
 	d := &dispatcher{plugin: plugin, typ: typeValidating, mutating: mutating, deps: deps, hooks: newHookCache(src),
-		clients: newClients(deps.Objects, creds), budgets: bs}
+		clients: newClients(deps.Objects, creds, deps.Log), budgets: bs}
 	if mutating {
 		d.typ = typeAdmit
 	}

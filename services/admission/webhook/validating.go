@@ -2,9 +2,13 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"platform.io/libs/service"
 	"platform.io/services/admission/admission"
 )
 
@@ -78,11 +82,14 @@ func (v *Validating) Validate(ctx context.Context, a *admission.Attributes) erro
 		go func(k, i int) {
 			defer wg.Done()
 			h := set.hooks[i]
-			started := v.now()
-			_, callErr := v.call(ctx, h, st)
-			errs[k] = v.outcome(ctx, h, a.Operation, started, callErr, func() {
-				a.AddAnnotation(fmt.Sprintf("%sround_0_index_%d", validatingFailedOpenPrefix, i), h.name)
-			})
+			// The goroutine is the dispatcher's, not the gRPC handler's: a panic on it would kill
+			// the service, so none may escape. One while calling the webhook (recovered in
+			// callOne) is a failure to call it; one after (recording the outcome) fails the request.
+			err := service.Recover(ctx, v.deps.Log, func() error { return v.callOne(ctx, h, i, st) }, "webhook", h.name)
+			if errors.Is(err, service.ErrPanicked) {
+				err = apierrors.NewInternalError(fmt.Errorf("admission webhook %q: %w", h.name, err))
+			}
+			errs[k] = err
 		}(k, i)
 	}
 	wg.Wait()
@@ -92,4 +99,31 @@ func (v *Validating) Validate(ctx context.Context, a *admission.Attributes) erro
 		}
 	}
 	return nil
+}
+
+// testHookValidatingCall, when set, is called on a validating webhook's goroutine, with the
+// webhook's name, just before the webhook is called: tests make it panic to check that the
+// panic is that call's failure. It is nil in production; tests set it before building their
+// chain and reset it when done (they do not run in parallel).
+var testHookValidatingCall func(webhook string)
+
+// callOne calls one validating webhook, on a goroutine of its own, and returns the request's
+// outcome of it (dispatcher.outcome). A panic while calling it is logged with the stack and
+// becomes a failure to call it (an internal error): the webhook's failurePolicy decides, as
+// for any other failure to get its answer.
+func (v *Validating) callOne(ctx context.Context, h *hook, i int, st *requestState) error {
+	started := v.now()
+	var callErr error
+	if err := service.Recover(ctx, v.deps.Log, func() error {
+		if testHookValidatingCall != nil {
+			testHookValidatingCall(h.name)
+		}
+		_, callErr = v.call(ctx, h, st)
+		return nil
+	}, "webhook", h.name); err != nil {
+		callErr = &callingError{webhook: h.name, reason: err, status: apierrors.NewInternalError(err)}
+	}
+	return v.outcome(ctx, h, st.a.Operation, started, callErr, func() {
+		st.a.AddAnnotation(fmt.Sprintf("%sround_0_index_%d", validatingFailedOpenPrefix, i), h.name)
+	})
 }

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"platform.io/libs/service"
 )
 
 // maxJWKSBytes bounds a key set document; real ones are a few kilobytes.
@@ -28,6 +31,7 @@ type keySet struct {
 	client      *http.Client
 	algs        []jose.SignatureAlgorithm
 	minInterval time.Duration
+	log         *slog.Logger
 
 	mu       sync.Mutex
 	keys     []jose.JSONWebKey
@@ -38,8 +42,8 @@ type keySet struct {
 	fetches atomic.Int64
 }
 
-func newKeySet(url string, client *http.Client, algs []string, minInterval time.Duration) *keySet {
-	ks := &keySet{url: url, client: client, minInterval: minInterval}
+func newKeySet(url string, client *http.Client, algs []string, minInterval time.Duration, log *slog.Logger) *keySet {
+	ks := &keySet{url: url, client: client, minInterval: minInterval, log: log}
 	for _, a := range algs {
 		ks.algs = append(ks.algs, jose.SignatureAlgorithm(a))
 	}
@@ -129,8 +133,8 @@ func (ks *keySet) refresh(ctx context.Context, force bool) (refreshed bool, err 
 		ks.inflight = done
 		ks.last = time.Now()
 		// The fetch outlives a caller that gives up: others may be waiting for it, and its
-		// result is worth keeping.
-		go ks.fetch(done)
+		// result is worth keeping. It keeps the caller's context values (trace) for its log.
+		go ks.fetch(context.WithoutCancel(ctx), done)
 	}
 	ks.mu.Unlock()
 	select {
@@ -143,8 +147,14 @@ func (ks *keySet) refresh(ctx context.Context, force bool) (refreshed bool, err 
 	return true, ks.lastErr
 }
 
-func (ks *keySet) fetch(done chan struct{}) {
-	keys, err := ks.get()
+// fetch gets the key set on a goroutine of its own, where a panic would kill the service: it is
+// a failed fetch instead (logged with the stack), and done is closed as for any outcome.
+func (ks *keySet) fetch(ctx context.Context, done chan struct{}) {
+	var keys []jose.JSONWebKey
+	err := service.Recover(ctx, ks.log, func() (err error) {
+		keys, err = ks.get()
+		return err
+	}, "jwksURL", ks.url)
 	ks.fetches.Add(1)
 	ks.mu.Lock()
 	if err == nil {

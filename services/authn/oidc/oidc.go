@@ -313,7 +313,7 @@ func (a *Authenticator) discover(ctx context.Context) error {
 	if meta.JWKSURL == "" {
 		return errors.New("the discovery document has no jwks_uri")
 	}
-	ks := newKeySet(meta.JWKSURL, a.client, a.algs, a.refresh)
+	ks := newKeySet(meta.JWKSURL, a.client, a.algs, a.refresh, a.log)
 	if _, err := ks.refresh(ctx, true); err != nil {
 		return fmt.Errorf("fetching keys: %w", err)
 	}

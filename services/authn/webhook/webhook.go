@@ -40,6 +40,7 @@ import (
 	"k8s.io/utils/lru"
 
 	"platform.io/libs/naming"
+	"platform.io/libs/service"
 	"platform.io/services/authn/authenticator"
 )
 
@@ -275,7 +276,18 @@ func (a *Authenticator) Authenticate(ctx context.Context, req *authenticator.Req
 		c = &call{done: make(chan struct{})}
 		a.inflight[key] = c
 		go func(ctx context.Context) {
-			c.resp, c.err = a.review(ctx, req.Token, audiences)
+			// The review runs on a goroutine of its own, where a panic would kill the service:
+			// it is a review that could not decide instead (the token is not judged, so not
+			// refused), logged with the stack, and the waiters are released as for any outcome.
+			var resp *authenticator.Response
+			err := service.Recover(ctx, a.log, func() (err error) {
+				resp, err = a.review(ctx, req.Token, audiences)
+				return err
+			})
+			if errors.Is(err, service.ErrPanicked) {
+				resp, err = nil, &authenticator.UnavailableError{Err: fmt.Errorf("webhook token review: %w", err)}
+			}
+			c.resp, c.err = resp, err
 			if a.ttl > 0 && (c.err == nil || errors.Is(c.err, errPlainRefusal)) {
 				a.cache.Add(key, &decision{resp: c.resp, expires: time.Now().Add(a.ttl)})
 			}

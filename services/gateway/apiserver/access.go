@@ -7,6 +7,7 @@ import (
 	"platform.io/libs/naming"
 	"platform.io/services/gateway/audit"
 	"platform.io/services/gateway/auth"
+	"platform.io/services/gateway/registry"
 )
 
 // auditPatchAnnotation is the prefix of mutating webhooks' patch annotations.
@@ -33,14 +34,13 @@ func (a *API) dependencyError(ctx context.Context, err error) error {
 // (an update or apply of an object that does not exist), as upstream authorizes create-on-update:
 // a grant of patch or update alone does not create. Writes the gateway makes itself (no user)
 // are not checked.
-func (a *API) authorizeCreate(ctx context.Context, info *requestInfo) error {
+func (a *API) authorizeCreate(ctx context.Context, res *registry.Resource, namespace, name string) error {
 	u, ok := auth.UserFrom(ctx)
-	if !ok || info == nil {
+	if !ok {
 		return nil
 	}
 	_, err := auth.Authorize(ctx, a.log, a.authz, auth.Attributes{User: u, Verb: "create", ResourceRequest: true,
-		APIGroup: info.res.Group, APIVersion: info.res.Version, Resource: info.res.Resource, Subresource: info.subresource,
-		Namespace: info.namespace, Name: info.name})
+		APIGroup: res.Group, APIVersion: res.Version, Resource: res.Resource, Namespace: namespace, Name: name})
 	return err
 }
 

@@ -248,15 +248,18 @@ func (g *Aggregation) UpdateStatus(ctx context.Context, cur, next *apiregistrati
 	return g.write(ctx, "status", cur, out, manager)
 }
 
+// write stores next through subresource in place of cur: a conflict when the APIService
+// changed since cur was read.
 func (g *Aggregation) write(ctx context.Context, subresource string, cur, next *apiregistration.APIService, manager string) error {
-	cur, next = cur.DeepCopy(), next.DeepCopy()
-	cur.SetGroupVersionKind(g.res.GroupVersionKind())
-	next.SetGroupVersionKind(g.res.GroupVersionKind())
-	tracked, err := g.a.trackUpdate(g.res, subresource, cur, next, manager)
-	if err != nil {
-		return err
-	}
-	_, err = g.a.commitUpdate(ctx, g.res, tracked, cur, false)
+	_, _, err := g.a.guaranteedUpdate(ctx, &writeOp{
+		res: g.res, name: cur.Name, subresource: subresource, manager: manager,
+		transform: func(context.Context, runtime.Object) (runtime.Object, error) {
+			out := next.DeepCopy()
+			out.SetGroupVersionKind(g.res.GroupVersionKind())
+			out.ResourceVersion = cur.ResourceVersion
+			return out, nil
+		},
+	})
 	return err
 }
 

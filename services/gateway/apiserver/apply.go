@@ -17,10 +17,9 @@ import (
 )
 
 // applyObject is server-side apply: the body is the applier's whole intent for the fields it
-// manages. It is merged into the live object (or into an empty one, creating the object) by
-// the field manager, which records ownership and refuses, unless force is set, to change a
-// field another manager owns (409 naming each field and its manager). The result goes through
-// the update stages and is stored with compare-and-swap, retried against the newest version.
+// manages. The store's transform merges it into the current object (or into an empty one,
+// creating the object) with the field manager, which records ownership and refuses, unless force
+// is set, to change a field another manager owns (409 naming each field and its manager).
 func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, manager string, force bool, fv fieldValidation, dry bool) (runtime.Object, bool, []string, error) {
 	res := info.res
 	patch, warnings, err := a.parseApplyBody(info, body, fv)
@@ -31,75 +30,41 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 	if err != nil {
 		return nil, false, nil, apierrors.NewInternalError(err)
 	}
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
-		created := apierrors.IsNotFound(err)
-		if err != nil && (!created || info.subresource != "") {
-			return nil, false, nil, err
-		}
-		live := cur
-		if created {
-			live = res.Strategy().New()
-			live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
-			m := mustMeta(live)
-			m.SetName(info.name)
-			m.SetNamespace(info.namespace)
-		}
-		merged, err := fm.Apply(live, patch.DeepCopy(), manager, force)
-		if err != nil {
-			if apierrors.IsConflict(err) {
-				return nil, false, nil, err
+	obj, created, err := a.guaranteedUpdate(ctx, &writeOp{
+		res: res, namespace: info.namespace, name: info.name, subresource: info.subresource,
+		manager: manager, owned: true, create: true, dryRun: dry,
+		transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+			live := cur
+			if live == nil {
+				live = res.Strategy().New()
+				live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+				m := mustMeta(live)
+				m.SetName(info.name)
+				m.SetNamespace(info.namespace)
 			}
-			var status apierrors.APIStatus
-			if errors.As(err, &status) {
-				return nil, false, nil, err
+			merged, err := fm.Apply(live, patch.DeepCopy(), manager, force)
+			if err != nil {
+				var status apierrors.APIStatus
+				if errors.As(err, &status) {
+					return nil, err
+				}
+				return nil, apierrors.NewBadRequest(err.Error())
 			}
-			return nil, false, nil, apierrors.NewBadRequest(err.Error())
-		}
-		obj, err := a.typed(res, merged)
-		if err != nil {
-			return nil, false, nil, err
-		}
-		applyDefaults(res, obj)
-		if err := checkRequired(res, obj); err != nil {
-			return nil, false, nil, err
-		}
-		if created {
-			// An apply that creates is authorized as a create too, as upstream's.
-			if err := a.authorizeCreate(ctx, info); err != nil {
-				return nil, false, nil, err
+			obj, err := a.typed(res, merged)
+			if err != nil {
+				return nil, err
 			}
-			wr := &writeRequest{dryRun: dry, obj: obj, meta: mustMeta(obj), manager: manager, tracked: true}
-			stored, err := a.createObject(ctx, res, wr)
-			if apierrors.IsAlreadyExists(err) {
-				continue
+			applyDefaults(res, obj)
+			if err := checkRequired(res, obj); err != nil {
+				return nil, err
 			}
-			return stored, err == nil, warnings, err
-		}
-		if obj, err = a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: obj, old: cur}); err != nil {
-			return nil, false, nil, err
-		}
-		next, err := prepareUpdate(res, info.subresource, obj, cur)
-		if err != nil {
-			return nil, false, nil, err
-		}
-		mustMeta(next).SetManagedFields(mustMeta(obj).GetManagedFields())
-		if err := validateObjectMeta(res, mustMeta(next)); err != nil {
-			return nil, false, nil, err
-		}
-		if err := a.admitWrite(ctx, res, next, cur); err != nil {
-			return nil, false, nil, err
-		}
-		if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: next, old: cur}); err != nil {
-			return nil, false, nil, err
-		}
-		stored, err := a.commitUpdate(ctx, res, next, cur, dry)
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		return stored, false, warnings, err
+			return obj, nil
+		},
+	})
+	if err != nil {
+		return nil, false, nil, err
 	}
-	return nil, false, nil, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+	return obj, created, warnings, nil
 }
 
 // parseApplyBody reads an apply body (YAML or JSON) and checks it is an object of the resource's

@@ -209,6 +209,15 @@ func TestApplyRules(t *testing.T) {
 	if cur := must(t, do(t, e, "GET", cms+"/cfg", nil), http.StatusOK); path(cur, "data.k") != "v" {
 		t.Error("dry-run apply was stored")
 	}
+	// Every write runs the store's preconditions: an applied resourceVersion that is not the
+	// current one is 409 (as upstream), the current one applies.
+	cur := must(t, do(t, e, "GET", cms+"/cfg", nil), http.StatusOK)
+	rv := path(cur, "metadata.resourceVersion").(string)
+	stale := strings.Replace(yml, "  name: cfg\n", "  name: cfg\n  resourceVersion: \"999999\"\n", 1)
+	do(t, e, "PATCH", cms+"/cfg?fieldManager=tool", stale, "Content-Type", applyType).status(t, http.StatusConflict, "Conflict")
+	pinned := strings.Replace(yml, "  name: cfg\n", "  name: cfg\n  resourceVersion: \""+rv+"\"\n", 1)
+	must(t, do(t, e, "PATCH", cms+"/cfg?fieldManager=tool", strings.Replace(pinned, "k: v", "k: u", 1), "Content-Type", applyType), http.StatusOK)
+	must(t, do(t, e, "PATCH", cms+"/cfg?fieldManager=tool", yml, "Content-Type", applyType), http.StatusOK)
 	// The status subresource applies status only.
 	must(t, do(t, e, "POST", "/apis/apps/v1/namespaces/default/deployments", deployment("d")), http.StatusCreated)
 	st := must(t, do(t, e, "PATCH", "/apis/apps/v1/namespaces/default/deployments/d/status?fieldManager=ctrl",

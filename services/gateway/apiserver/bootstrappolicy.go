@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -74,45 +75,45 @@ func (a *API) reconcileDefault(ctx context.Context, resource, namespace string, 
 	}
 	name := mustMeta(want).GetName()
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		cur, err := a.getCurrent(ctx, res, namespace, name)
-		if apierrors.IsNotFound(err) {
-			obj := want.DeepCopyObject()
-			_, err = a.createObject(ctx, res, &writeRequest{obj: obj, meta: mustMeta(obj), manager: bootstrapManager})
-			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("creating %s %s: %w", resource, name, err)
-			}
+		_, _, err := a.guaranteedUpdate(ctx, &writeOp{
+			res: res, namespace: namespace, name: name, manager: bootstrapManager, create: true,
+			transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+				if cur == nil {
+					return want.DeepCopyObject(), nil
+				}
+				next, changed := reconcile(cur)
+				switch {
+				case !changed:
+					return nil, errUnchanged
+				case roleRefOf(next) != roleRefOf(cur):
+					return nil, errReplace
+				}
+				return next, nil
+			},
+		})
+		switch {
+		case errors.Is(err, errUnchanged):
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		next, changed := reconcile(cur)
-		if !changed {
-			return nil
-		}
-		if roleRefOf(next) != roleRefOf(cur) {
+		case errors.Is(err, errReplace):
 			// A binding's roleRef cannot change in place: upstream deletes and recreates it.
 			if _, _, err := a.deleteObject(ctx, res, namespace, name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("replacing %s %s: %w", resource, name, err)
 			}
 			continue
-		}
-		tracked, err := a.trackUpdate(res, "", cur, next, bootstrapManager)
-		if err != nil {
-			return err
-		}
-		if _, err := a.commitUpdate(ctx, res, tracked, cur, false); apierrors.IsConflict(err) {
-			continue
-		} else if err != nil {
+		case err != nil:
 			return fmt.Errorf("reconciling %s %s: %w", resource, name, err)
 		}
 		return nil
 	}
 	return fmt.Errorf("reconciling %s %s: too many concurrent writers", resource, name)
 }
+
+// errUnchanged and errReplace end a reconciling transform: the stored object is as wanted, or
+// must be deleted and created again.
+var (
+	errUnchanged = errors.New("unchanged")
+	errReplace   = errors.New("replace")
+)
 
 // roleRefOf is the role a binding references (the zero value for roles).
 func roleRefOf(obj runtime.Object) rbacv1.RoleRef {

@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
@@ -354,17 +355,22 @@ func (a *API) crdController(ctx context.Context, res *registry.Resource, c *apie
 	return a.writeCRDStatus(ctx, res, c, next)
 }
 
-// writeCRDStatus stores next's status in place of c's (compare-and-swap); an unchanged status
-// is not written.
+// writeCRDStatus stores next's status (and finalizers, which the status subresource of
+// definitions writes, as upstream's) in place of c's through the store: a conflict when the
+// definition changed since c was read (the next pass reconciles again); an unchanged status is
+// not written.
 func (a *API) writeCRDStatus(ctx context.Context, res *registry.Resource, c, next *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
 	if jsonEqual(c.Status, next.Status) && jsonEqual(c.Finalizers, next.Finalizers) {
 		return nil, nil
 	}
-	tracked, err := a.trackUpdate(res, "status", c, next, crdControllerManager)
-	if err != nil {
-		return nil, err
-	}
-	stored, err := a.commitUpdate(ctx, res, tracked, c, false)
+	stored, _, err := a.guaranteedUpdate(ctx, &writeOp{
+		res: res, name: c.Name, subresource: "status", manager: crdControllerManager,
+		transform: func(context.Context, runtime.Object) (runtime.Object, error) {
+			out := next.DeepCopy()
+			out.ResourceVersion = c.ResourceVersion
+			return out, nil
+		},
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -178,12 +178,10 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 		m := mustMeta(cur)
 		if p := opts.Preconditions; p != nil {
 			if p.UID != nil && *p.UID != m.GetUID() {
-				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
-					fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+				return nil, false, errUIDPrecondition(res.GroupResource(), name, *p.UID, m.GetUID())
 			}
 			if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
-				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
-					fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+				return nil, false, errRVPrecondition(res.GroupResource(), name, *p.ResourceVersion, m.GetResourceVersion())
 			}
 		}
 		if attempt == 0 {
@@ -241,7 +239,7 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 		}
 		return obj, false, nil
 	}
-	return nil, false, apierrors.NewConflict(res.GroupResource(), name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+	return nil, false, errTooManyWriters(res.GroupResource(), name)
 }
 
 func hasFinalizer(list []corev1.FinalizerName, f corev1.FinalizerName) bool {

@@ -44,7 +44,7 @@ func fromStorage(err error, gr schema.GroupResource, name string) error {
 	case storagev1.ErrorReason_ALREADY_EXISTS:
 		return apierrors.NewAlreadyExists(gr, name)
 	case storagev1.ErrorReason_CONFLICT:
-		return apierrors.NewConflict(gr, name, errors.New(conflictMessage))
+		return errConflict(gr, name)
 	case storagev1.ErrorReason_EXPIRED:
 		return apierrors.NewResourceExpired(se.Message)
 	case storagev1.ErrorReason_TOO_LARGE_RESOURCE_VERSION:

@@ -23,8 +23,22 @@ import (
 // maxAnnotationsBytes is upstream's limit on the total size of an object's annotations.
 const maxAnnotationsBytes = 256 * 1024
 
-// generateNameSuffixLength is the length of the random suffix added to generateName.
-const generateNameSuffixLength = 5
+// generateNameSuffixLength is the length of the random suffix added to generateName, and
+// maxGeneratedNameBase the longest prefix kept (upstream's: a generated name fits a 63-character
+// DNS label whatever the prefix).
+const (
+	generateNameSuffixLength = 5
+	maxGeneratedNameBase     = 63 - generateNameSuffixLength
+)
+
+// generateName makes a name from a generateName prefix, as upstream's name generator: the
+// prefix (cut to maxGeneratedNameBase) and a random suffix.
+func generateName(base string) string {
+	if len(base) > maxGeneratedNameBase {
+		base = base[:maxGeneratedNameBase]
+	}
+	return base + utilrand.String(generateNameSuffixLength)
+}
 
 // prepareCreate sets the system fields of a new object (uid, creationTimestamp, generation) and
 // clears those a client may not set (deletion fields, status of kinds whose status is a
@@ -38,7 +52,7 @@ func (a *API) prepareCreate(ctx context.Context, res *registry.Resource, obj run
 	m.SetSelfLink("")
 	m.SetGeneration(0)
 	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(m.GetGenerateName() + utilrand.String(generateNameSuffixLength))
+		m.SetName(generateName(m.GetGenerateName()))
 	}
 	// Generation, status and the kind's own fields are the kind's (its strategy).
 	res.Strategy().PrepareForCreate(ctx, obj)
@@ -95,8 +109,8 @@ func validateObjectMeta(res *registry.Resource, m metav1.Object) error {
 		}
 	}
 	if g := m.GetGenerateName(); g != "" {
-		// The prefix plus the random suffix must itself be a valid name.
-		for _, msg := range st.ValidateName(g + strings.Repeat("a", generateNameSuffixLength)) {
+		// The prefix as generateName keeps it, plus the random suffix, must itself be a valid name.
+		for _, msg := range st.ValidateName(g[:min(len(g), maxGeneratedNameBase)] + strings.Repeat("a", generateNameSuffixLength)) {
 			errs = append(errs, field.Invalid(p.Child("generateName"), g, msg))
 		}
 	}

@@ -177,88 +177,65 @@ func (p *parsedPatch) apply(current []byte, into runtime.Object) ([]byte, error)
 	return out, nil
 }
 
-// patchObject applies the patch to the newest version of the object and stores the result.
+// patchObject applies the patch to the newest version of the object and stores the result: the
+// store's transform applies it to the current object's JSON and reads the result as a body is
+// read (field validation, the kind's normalization, defaults, required fields). A
+// resourceVersion or uid the patch sets is a precondition. It returns the unknown fields found,
+// as warnings for the client.
 func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch, manager string, fv fieldValidation, dry bool) (runtime.Object, []string, error) {
 	res := info.res
 	st := res.Strategy()
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
-		if err != nil {
-			return nil, nil, err
-		}
-		curJSON, err := json.Marshal(cur)
-		if err != nil {
-			return nil, nil, apierrors.NewInternalError(err)
-		}
-		patched, err := p.apply(curJSON, st.New())
-		if err != nil {
-			return nil, nil, err
-		}
-		obj := st.New()
-		strict, err := decodeJSON(patched, obj, false)
-		if err != nil {
-			return nil, nil, apierrors.NewBadRequest(err.Error())
-		}
-		if len(strict) > 0 && fv == validationStrict {
-			return nil, nil, strictDecodingError(res, strict)
-		}
-		if fv == validationIgnore {
-			strict = nil
-		}
-		if err := checkKind(obj, res); err != nil {
-			return nil, nil, err
-		}
-		unknown, err := st.Normalize(obj)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(unknown) > 0 && fv == validationStrict {
-			return nil, nil, strictDecodingError(res, unknown)
-		}
-		if fv != validationIgnore {
-			strict = append(strict, unknown...)
-		}
-		m, curMeta := mustMeta(obj), mustMeta(cur)
-		if m.GetName() != info.name || m.GetNamespace() != curMeta.GetNamespace() {
-			return nil, nil, apierrors.NewBadRequest("a patch cannot change the object's name or namespace")
-		}
-		// A resourceVersion the patch sets is a precondition, as in an update.
-		pinned := m.GetResourceVersion() != curMeta.GetResourceVersion()
-		if pinned {
-			return nil, nil, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
-		}
-		if m.GetUID() != curMeta.GetUID() {
-			return nil, nil, apierrors.NewConflict(res.GroupResource(), info.name,
-				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", m.GetUID(), curMeta.GetUID()))
-		}
-		applyDefaults(res, obj)
-		if err := checkRequired(res, obj); err != nil {
-			return nil, nil, err
-		}
-		if obj, err = a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: obj, old: cur}); err != nil {
-			return nil, nil, err
-		}
-		next, err := prepareUpdate(res, info.subresource, obj, cur)
-		if err != nil {
-			return nil, nil, err
-		}
-		if next, err = a.trackUpdate(res, info.subresource, cur, next, manager); err != nil {
-			return nil, nil, err
-		}
-		if err := validateObjectMeta(res, mustMeta(next)); err != nil {
-			return nil, nil, err
-		}
-		if err := a.admitWrite(ctx, res, next, cur); err != nil {
-			return nil, nil, err
-		}
-		if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: next, old: cur}); err != nil {
-			return nil, nil, err
-		}
-		stored, err := a.commitUpdate(ctx, res, next, cur, dry)
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		return stored, strict, err
+	var warnings []string
+	obj, _, err := a.guaranteedUpdate(ctx, &writeOp{
+		res: res, namespace: info.namespace, name: info.name, subresource: info.subresource,
+		manager: manager, dryRun: dry,
+		transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+			curJSON, err := json.Marshal(cur)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			patched, err := p.apply(curJSON, st.New())
+			if err != nil {
+				return nil, err
+			}
+			obj := st.New()
+			strict, err := decodeJSON(patched, obj, false)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			if len(strict) > 0 && fv == validationStrict {
+				return nil, strictDecodingError(res, strict)
+			}
+			if fv == validationIgnore {
+				strict = nil
+			}
+			if err := checkKind(obj, res); err != nil {
+				return nil, err
+			}
+			unknown, err := st.Normalize(obj)
+			if err != nil {
+				return nil, err
+			}
+			if len(unknown) > 0 && fv == validationStrict {
+				return nil, strictDecodingError(res, unknown)
+			}
+			if fv != validationIgnore {
+				strict = append(strict, unknown...)
+			}
+			m, curMeta := mustMeta(obj), mustMeta(cur)
+			if m.GetName() != info.name || m.GetNamespace() != curMeta.GetNamespace() {
+				return nil, apierrors.NewBadRequest("a patch cannot change the object's name or namespace")
+			}
+			applyDefaults(res, obj)
+			if err := checkRequired(res, obj); err != nil {
+				return nil, err
+			}
+			warnings = strict
+			return obj, nil
+		},
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+	return obj, warnings, nil
 }

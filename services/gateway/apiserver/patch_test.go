@@ -128,6 +128,12 @@ func TestScaleSubresource(t *testing.T) {
 		t.Errorf("PUT scale: %v", got)
 	}
 	do(t, e, "PUT", deps+"/d/scale", s).status(t, http.StatusConflict, "Conflict") // stale resourceVersion
+	// A Scale's uid is a precondition on its parent's, as upstream's.
+	s = must(t, do(t, e, "GET", deps+"/d/scale", nil), http.StatusOK)
+	s["metadata"].(map[string]any)["uid"] = "00000000-0000-0000-0000-000000000000"
+	if msg := do(t, e, "PUT", deps+"/d/scale", s).status(t, http.StatusConflict, "Conflict"); !strings.Contains(msg, "Precondition failed: UID") {
+		t.Errorf("PUT scale with another uid: %s", msg)
+	}
 	if got := must(t, do(t, e, "PATCH", deps+"/d/scale", `{"spec":{"replicas":6}}`, "Content-Type", mergePatch), http.StatusOK); path(got, "spec.replicas") != float64(6) {
 		t.Errorf("PATCH scale: %v", got)
 	}

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,69 +111,42 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 			return nil, err
 		}
 	}
-	ctx := r.Context()
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		cur, err := a.getCurrent(ctx, info.res, info.namespace, info.name)
-		if err != nil {
-			return nil, err
-		}
-		curScale, err := scaleOf(info.res, cur)
-		if err != nil {
-			return nil, err
-		}
-		want, err := a.requestedScale(mediaType, body, p, curScale)
-		if err != nil {
-			return nil, err
-		}
-		if want.Name != "" && want.Name != info.name {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, info.name))
-		}
-		if want.Spec.Replicas < 0 {
-			return nil, apierrors.NewInvalid(registry.ScaleGroupVersionKind.GroupKind(), info.name, field.ErrorList{
-				field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0"),
-			})
-		}
-		pinned := want.ResourceVersion != "" && want.ResourceVersion != curScale.ResourceVersion
-		if pinned {
-			return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
-		}
-		mutated, err := a.admissionMutate(ctx, admissionAttempt{res: info.res, op: admissionUpdate, sub: "scale", obj: want, old: curScale,
-			kind: registry.ScaleGroupVersionKind, decode: decodeAdmittedScale})
-		if err != nil {
-			return nil, err
-		}
-		want = mutated.(*autoscalingv1.Scale)
-		next := cur.DeepCopyObject()
-		if err := setReplicas(info.res, next, want.Spec.Replicas); err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		next, err = prepareUpdate(info.res, "", next, cur)
-		if err != nil {
-			return nil, err
-		}
-		if err := a.admitWrite(ctx, info.res, next, cur); err != nil {
-			return nil, err
-		}
-		nextScale, err := scaleOf(info.res, next)
-		if err != nil {
-			return nil, err
-		}
-		if err := a.admissionValidate(ctx, admissionAttempt{res: info.res, op: admissionUpdate, sub: "scale", obj: nextScale, old: curScale, kind: registry.ScaleGroupVersionKind}); err != nil {
-			return nil, err
-		}
-		if next, err = a.trackUpdate(info.res, "", cur, next, manager); err != nil {
-			return nil, err
-		}
-		stored, err := a.commitUpdate(ctx, info.res, next, cur, dry)
-		if apierrors.IsConflict(err) && want.ResourceVersion == "" {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return scaleOf(info.res, stored)
+	res := info.res
+	stored, _, err := a.guaranteedUpdate(r.Context(), &writeOp{
+		res: res, namespace: info.namespace, name: info.name, subresource: info.subresource,
+		manager: manager, dryRun: dry,
+		view: &subresourceView{
+			kind:   registry.ScaleGroupVersionKind,
+			of:     func(obj runtime.Object) (runtime.Object, error) { return scaleOf(res, obj) },
+			decode: decodeAdmittedScale,
+			set: func(cur, v runtime.Object) (runtime.Object, error) {
+				next := cur.DeepCopyObject()
+				if err := setReplicas(res, next, v.(*autoscalingv1.Scale).Spec.Replicas); err != nil {
+					return nil, apierrors.NewInternalError(err)
+				}
+				return next, nil
+			},
+		},
+		transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+			want, err := a.requestedScale(mediaType, body, p, cur.(*autoscalingv1.Scale))
+			if err != nil {
+				return nil, err
+			}
+			if want.Name != "" && want.Name != info.name {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, info.name))
+			}
+			if want.Spec.Replicas < 0 {
+				return nil, apierrors.NewInvalid(registry.ScaleGroupVersionKind.GroupKind(), info.name, field.ErrorList{
+					field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0"),
+				})
+			}
+			return want, nil
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, apierrors.NewConflict(info.res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+	return scaleOf(res, stored)
 }
 
 // decodeAdmittedScale reads the Scale mutating admission returned.

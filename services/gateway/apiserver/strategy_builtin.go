@@ -197,6 +197,11 @@ func (s *builtinStrategy) PrepareForUpdate(subresource string, newObj, cur runti
 	case "status":
 		out := cur.DeepCopyObject()
 		setStatus(out, statusValue(newObj))
+		if c, ok := out.(*apiextensionsv1.CustomResourceDefinition); ok {
+			// A definition's status writes carry its finalizers too (upstream's status strategy
+			// keeps them from the new object): the cleanup controller drops its finalizer there.
+			c.Finalizers = mustMeta(newObj).GetFinalizers()
+		}
 		return out, nil
 	case "finalize":
 		out := cur.DeepCopyObject()

@@ -20,9 +20,6 @@ import (
 	"platform.io/services/gateway/registry"
 )
 
-// maxUpdateAttempts bounds the compare-and-swap retries of a write that named no resourceVersion.
-const maxUpdateAttempts = 16
-
 // writeOptions are the negotiation options for responses to writes.
 var writeOptions = negotiateOptions{protobuf: true, yaml: true}
 
@@ -149,8 +146,11 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 	a.writeObject(w, r, http.StatusCreated, info.res, obj, wr.out)
 }
 
-// createObject runs the create stages (system fields, validation, namespace lifecycle,
-// persistence) for an object already decoded and placed in its namespace.
+// createObject runs the create stages for an object already decoded and placed in its
+// namespace, in the store's order (store.go): mutating admission, the system fields and the
+// kind's create rules, field ownership, object metadata validation, the kind's own rules and
+// RBAC's escalation check, validating admission, the namespace lifecycle, then storage. A name
+// generated from generateName that is taken is generated again (up to three times).
 func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writeRequest) (runtime.Object, error) {
 	if a.crdTerminating(res) {
 		return nil, newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "create not allowed while custom resource definition is terminating")
@@ -165,45 +165,43 @@ func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writ
 		wr.obj, wr.meta = admitted, mustMeta(admitted)
 	}
 	generated := wr.meta.GetName() == "" && wr.meta.GetGenerateName() != ""
+	a.prepareCreate(ctx, res, wr.obj, wr.meta)
+	if !wr.tracked {
+		live := res.New()
+		live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
+		tracked, err := a.trackUpdate(res, "", live, wr.obj, wr.manager)
+		if err != nil {
+			return nil, err
+		}
+		wr.obj, wr.meta, wr.tracked = tracked, mustMeta(tracked), true
+	}
 	if err := validateObjectMeta(res, wr.meta); err != nil {
 		return nil, err
 	}
 	if err := a.admitWrite(ctx, res, wr.obj, nil); err != nil {
 		return nil, err
 	}
+	// Validating admission sees the object about to be stored (the namespace lifecycle plugins
+	// refuse creates in missing and terminating namespaces).
+	if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionCreate, obj: wr.obj}); err != nil {
+		return nil, err
+	}
+	if a.admission == nil {
+		if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
+			return nil, err
+		}
+	}
+	if wr.dryRun {
+		return wr.obj, nil
+	}
 	for attempt := 0; ; attempt++ {
-		a.prepareCreate(ctx, res, wr.obj, wr.meta)
-		if !wr.tracked {
-			live := res.New()
-			live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
-			tracked, err := a.trackUpdate(res, "", live, wr.obj, wr.manager)
-			if err != nil {
-				return nil, err
-			}
-			wr.obj, wr.meta, wr.tracked = tracked, mustMeta(tracked), true
-		}
-		if attempt == 0 {
-			// Validating admission sees the object about to be stored (the namespace lifecycle
-			// plugins refuse creates in missing and terminating namespaces).
-			if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionCreate, obj: wr.obj}); err != nil {
-				return nil, err
-			}
-		}
-		if a.admission == nil {
-			if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
-				return nil, err
-			}
-		}
-		if wr.dryRun {
-			return wr.obj, nil
-		}
 		stored, err := a.toStored(res, wr.obj)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
 		resp, err := a.store.Create(ctx, &storagev1.CreateRequest{Type: storageType(res), Object: stored})
 		if storage.IsAlreadyExists(err) && generated && attempt < 3 {
-			wr.meta.SetName("")
+			wr.meta.SetName(generateName(wr.meta.GetGenerateName()))
 			continue
 		}
 		if err != nil {
@@ -239,71 +237,15 @@ func (a *API) update(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 	a.writeObject(w, r, code, info.res, obj, wr.out)
 }
 
-// updateObject replaces an object with compare-and-swap. A resourceVersion in the body is a
-// precondition (409 when stale); without one the write retries against the newest version.
+// updateObject replaces an object through the store: the body is what the client asks for (a
+// copy each attempt, since the stages change it); a resourceVersion or uid in it is a
+// precondition. A missing object is created from it (not through a subresource).
 func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequest) (runtime.Object, bool, error) {
-	res := info.res
-	wantRV := wr.meta.GetResourceVersion()
-	wantUID := wr.meta.GetUID()
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		cur, err := a.getCurrent(ctx, res, info.namespace, info.name)
-		if apierrors.IsNotFound(err) {
-			if info.subresource != "" || wantRV != "" {
-				return nil, false, err
-			}
-			// An update that creates is authorized as a create too (upstream's create-on-update).
-			if err := a.authorizeCreate(ctx, info); err != nil {
-				return nil, false, err
-			}
-			wr.meta.SetUID("")
-			obj, err := a.createObject(ctx, res, wr)
-			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
-			return obj, err == nil, err
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		curMeta := mustMeta(cur)
-		if wantRV != "" && wantRV != curMeta.GetResourceVersion() {
-			return nil, false, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("%s", conflictMessage))
-		}
-		if wantUID != "" && wantUID != curMeta.GetUID() {
-			return nil, false, apierrors.NewConflict(res.GroupResource(), info.name,
-				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", wantUID, curMeta.GetUID()))
-		}
-		candidate := wr.obj
-		if attempt > 0 {
-			candidate = wr.obj.DeepCopyObject()
-		}
-		if candidate, err = a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: candidate, old: cur}); err != nil {
-			return nil, false, err
-		}
-		next, err := prepareUpdate(res, info.subresource, candidate, cur)
-		if err != nil {
-			return nil, false, err
-		}
-		if next, err = a.trackUpdate(res, info.subresource, cur, next, wr.manager); err != nil {
-			return nil, false, err
-		}
-		nextMeta := mustMeta(next)
-		if err := validateObjectMeta(res, nextMeta); err != nil {
-			return nil, false, err
-		}
-		if err := a.admitWrite(ctx, res, next, cur); err != nil {
-			return nil, false, err
-		}
-		if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionUpdate, sub: info.subresource, obj: next, old: cur}); err != nil {
-			return nil, false, err
-		}
-		obj, err := a.commitUpdate(ctx, res, next, cur, wr.dryRun)
-		if apierrors.IsConflict(err) && wantRV == "" {
-			continue
-		}
-		return obj, false, err
-	}
-	return nil, false, apierrors.NewConflict(res.GroupResource(), info.name, fmt.Errorf("too many concurrent writers; %s", conflictMessage))
+	return a.guaranteedUpdate(ctx, &writeOp{
+		res: info.res, namespace: info.namespace, name: info.name, subresource: info.subresource,
+		manager: wr.manager, dryRun: wr.dryRun, create: true,
+		transform: func(context.Context, runtime.Object) (runtime.Object, error) { return wr.obj.DeepCopyObject(), nil },
+	})
 }
 
 // commitUpdate stores next in place of cur (compare-and-swap on cur's resourceVersion). An

@@ -23,6 +23,7 @@ import (
 	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/builtin"
 	"platform.io/services/gateway/request"
 )
 
@@ -87,6 +88,8 @@ type API struct {
 	// customWatches are the direct storage watches of custom resources, ended when their
 	// definition changes or goes away.
 	customWatches watchCancels
+	// onChange are told of every object this gateway changes or deletes (changed).
+	onChange []func(res *registry.Resource, namespace, name string)
 	// remoteGroups lists the groups served by extension API servers (SetDiscoveryExtension).
 	remoteGroups atomic.Pointer[func() []metav1.APIGroup]
 }
@@ -127,8 +130,8 @@ func New(cfg Config) *API {
 	a.nsCache = newNamespaceCache(a)
 	a.deprecatedAPIs = newDeprecatedAPIsGauge(cfg.Metrics)
 	a.listCaches.served = newListCacheMetric(cfg.Metrics)
-	// Every served resource gets its kind's strategy, chosen by the registry.
-	a.reg.UseStrategies(a.strategies())
+	// Every served resource gets its kind's strategy (registry/kinds).
+	a.reg.UseStrategies(a.strategies(builtin.NewShared(a.reg.Scheme)))
 	return a
 }
 

@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,109 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"platform.io/libs/naming"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/aggregator/apiregistration"
-	"platform.io/services/gateway/printers"
 	"platform.io/services/gateway/registry"
+	apiregistrationkind "platform.io/services/gateway/registry/apiregistration"
 )
 
-// APIServices (apiregistration, the aggregation layer) are a built-in kind whose Go types are
-// ours (k8s.io/kube-aggregator is not in the module graph): their strategy is the built-in one
-// with upstream's validation, defaults and columns, stored as JSON (the types have no Protobuf
-// encoding). The aggregator package reaches the stored APIServices, Services and Endpoints
-// through Aggregation, and the access-control seams through Admit.
-
-// APIServiceGroupVersion is apiregistration's served group version.
-var APIServiceGroupVersion = schema.GroupVersion{Group: naming.Group(apiregistration.SchemeGroupVersion.Group), Version: "v1"}
-
-// apiServiceStrategy is the strategy of APIServices.
-type apiServiceStrategy struct {
-	*builtinStrategy
-}
-
-// newAPIServiceStrategy returns the strategy of res when it is the APIService resource, nil
-// otherwise.
-func newAPIServiceStrategy(b *builtinStrategy) registry.Strategy {
-	if b.res.GroupVersion() != APIServiceGroupVersion || b.res.Kind != "APIService" {
-		return nil
-	}
-	return &apiServiceStrategy{builtinStrategy: b}
-}
-
-func (s *apiServiceStrategy) Protobuf() bool { return false }
-
-func (s *apiServiceStrategy) EncodeStored(obj runtime.Object) ([]byte, error) {
-	obj.GetObjectKind().SetGroupVersionKind(s.res.GroupVersionKind())
-	return json.Marshal(obj)
-}
-
-func (s *apiServiceStrategy) DecodeStored(value []byte) (runtime.Object, error) {
-	obj := &apiregistration.APIService{}
-	if err := json.Unmarshal(value, obj); err != nil {
-		return nil, fmt.Errorf("decoding a stored APIService: %w", err)
-	}
-	obj.SetGroupVersionKind(s.res.GroupVersionKind())
-	return obj, nil
-}
-
-func (s *apiServiceStrategy) Default(obj runtime.Object) {
-	if a, ok := obj.(*apiregistration.APIService); ok {
-		apiregistration.Default(a)
-	}
-}
-
-func (s *apiServiceStrategy) Validate(obj, _ runtime.Object) field.ErrorList {
-	a, ok := obj.(*apiregistration.APIService)
-	if !ok {
-		return nil
-	}
-	return append(apiregistration.Validate(a), apiregistration.ValidateStatus(a)...)
-}
-
-func (s *apiServiceStrategy) ValidateName(name string) []string {
-	return apiregistration.ValidateName(name)
-}
-
-// Printer has upstream's columns: Name, Service ("Local" for local ones), Available (the
-// condition's status, with its reason when not True) and Age.
-func (s *apiServiceStrategy) Printer(runtime.Object) (*printers.Printer, error) {
-	return apiServicePrinter, nil
-}
-
-var apiServicePrinter = &printers.Printer{
-	Columns: []metav1.TableColumnDefinition{
-		{Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace."},
-		{Name: "Service", Type: "string", Description: "The reference to the service that hosts this API endpoint."},
-		{Name: "Available", Type: "string", Description: "Whether this service is available."},
-		{Name: "Age", Type: "string", Description: "CreationTimestamp is a timestamp representing the server time when this object was created."},
-	},
-	Cells: func(obj runtime.Object, now time.Time) ([]any, error) {
-		a, ok := obj.(*apiregistration.APIService)
-		if !ok {
-			return nil, fmt.Errorf("printing %T as an APIService", obj)
-		}
-		service := "Local"
-		if s := a.Spec.Service; s != nil {
-			service = s.Namespace + "/" + s.Name
-		}
-		available := "Unknown"
-		if c := a.Status.Condition(apiregistration.Available); c != nil {
-			available = string(c.Status)
-			if c.Status != apiregistration.ConditionTrue && c.Reason != "" {
-				available += " (" + c.Reason + ")"
-			}
-		}
-		age := "<unknown>"
-		if t := a.CreationTimestamp; !t.IsZero() {
-			age = duration.HumanDuration(now.Sub(t.Time))
-		}
-		return []any{a.Name, service, available, age}, nil
-	},
-}
+// The aggregator package reaches the stored APIServices (registry/apiregistration holds their
+// rules), Services and Endpoints through Aggregation.
 
 // Aggregation is the aggregator's access to what the gateway stores: APIServices (listed,
 // followed, written as a controller), and the Services and Endpoints they name.
@@ -127,7 +31,7 @@ type Aggregation struct {
 // Aggregation returns the aggregator's access, or nil when APIServices are not served
 // (--runtime-config turned them off).
 func (a *API) Aggregation() *Aggregation {
-	res, ok := a.reg.Resource(APIServiceGroupVersion.WithResource("apiservices"))
+	res, ok := a.reg.Resource(apiregistrationkind.GroupVersion.WithResource("apiservices"))
 	if !ok {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
 	authz "platform.io/services/authz/server"
 	"platform.io/services/gateway/gatewaytest"
 )

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/bootstrappolicy"
+	"platform.io/services/gateway/registry/rbac"
 )
 
 // bootstrapManager is the field manager of the default policy's writes.
@@ -68,7 +69,7 @@ func (a *API) EnsureBootstrapPolicy(ctx context.Context) error {
 // object when that differs. Concurrent gateways reconcile with compare-and-swap: a conflict is
 // retried against the newer object.
 func (a *API) reconcileDefault(ctx context.Context, resource, namespace string, want runtime.Object, reconcile func(cur runtime.Object) (runtime.Object, bool)) error {
-	res, ok := a.reg.Resource(schema.GroupVersionResource{Group: rbacGroup, Version: "v1", Resource: resource})
+	res, ok := a.reg.Resource(schema.GroupVersionResource{Group: rbac.Group, Version: "v1", Resource: resource})
 	if !ok {
 		// RBAC turned off with --runtime-config: nothing to bootstrap.
 		return nil

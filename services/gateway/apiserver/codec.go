@@ -18,8 +18,9 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"platform.io/libs/naming"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/builtin"
+	"platform.io/services/gateway/registry/custom"
 )
 
 // MaxRequestBytes bounds a request body (upstream's default --max-request-bytes is 3 MiB);
@@ -107,7 +108,7 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 		if !st.Protobuf() {
 			return nil, nil, bodyGV, unsupportedMediaType(mediaType, mediaJSON, mediaYAML)
 		}
-		err = c.decodeProtobuf(data, into)
+		err = builtin.DecodeProtobuf(data, into)
 	default:
 		return nil, nil, bodyGV, unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
 	}
@@ -156,7 +157,7 @@ func decodeJSON(data []byte, into runtime.Object, isYAML bool) ([]string, error)
 		return nil, errors.New("the request body must be a JSON object")
 	}
 	if u, ok := into.(*unstructured.Unstructured); ok {
-		dups, err := decodeUnstructured(data, u)
+		dups, err := custom.DecodeUnstructured(data, u)
 		return append(strict, dups...), err
 	}
 	strictErrs, err := kjson.UnmarshalStrict(data, into)
@@ -167,29 +168,6 @@ func decodeJSON(data []byte, into runtime.Object, isYAML bool) ([]string, error)
 		strict = append(strict, e.Error())
 	}
 	return strict, nil
-}
-
-// decodeProtobuf decodes the spec's Protobuf envelope into a typed object.
-func (c *codec) decodeProtobuf(data []byte, into runtime.Object) error {
-	if len(data) < 4 || !bytes.Equal(data[:4], naming.ProtobufMagic[:]) {
-		return errors.New("the request body does not start with the Protobuf envelope prefix")
-	}
-	var unk runtime.Unknown
-	if err := unk.Unmarshal(data[4:]); err != nil {
-		return fmt.Errorf("the Protobuf envelope is malformed: %w", err)
-	}
-	if unk.ContentEncoding != "" || (unk.ContentType != "" && unk.ContentType != mediaProtobuf && unk.ContentType != mediaUpstreamProtobuf) {
-		return fmt.Errorf("unsupported Protobuf envelope content type %q / encoding %q", unk.ContentType, unk.ContentEncoding)
-	}
-	m, ok := into.(interface{ Unmarshal([]byte) error })
-	if !ok {
-		return errors.New("this kind has no Protobuf encoding")
-	}
-	if err := m.Unmarshal(unk.Raw); err != nil {
-		return fmt.Errorf("the Protobuf object is malformed: %w", err)
-	}
-	into.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(unk.APIVersion, unk.Kind))
-	return nil
 }
 
 // checkKind makes sure the body is the resource's kind; a body without kind and apiVersion takes
@@ -206,20 +184,6 @@ func checkKind(obj runtime.Object, res *registry.Resource) error {
 	}
 	obj.GetObjectKind().SetGroupVersionKind(want)
 	return nil
-}
-
-// encodeStored serializes an object for storage as gvk: the Protobuf envelope of its kind (the
-// built-in strategy's stored form), or an unstructured object's JSON.
-func (c *codec) encodeStored(obj runtime.Object, gvk schema.GroupVersionKind) ([]byte, error) {
-	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return json.Marshal(u.Object)
-	}
-	var buf bytes.Buffer
-	if err := c.protobuf.Encode(obj, &buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // decodeStored reads a stored value into a new object of res's kind (its strategy's stored form).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/crd"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/apiextensions"
 )
 
 // CustomResourceDefinitions are served by two loops over one storage watch of the definitions:
@@ -31,10 +33,6 @@ import (
 //     (status.acceptedNames, NamesAccepted), establishes definitions whose names are accepted
 //     (Established), and on deletion removes every object of the kind before it lets the
 //     definition go (Terminating, then the cleanup finalizer is dropped).
-
-// crdCleanupFinalizer holds a deleted definition until its objects are gone (upstream's
-// customresourcecleanup.apiextensions.k8s.io, in Platform's group).
-var crdCleanupFinalizer = "customresourcecleanup." + naming.Group("apiextensions.k8s.io")
 
 // crdControllerManager is the field manager of the controller's status writes.
 const crdControllerManager = "platform-apiextensions-controller"
@@ -165,7 +163,7 @@ func (a *API) crdPass(ctx context.Context, res *registry.Resource, controller bo
 			}
 		case <-retry.C:
 			for name, c := range known {
-				if c.DeletionTimestamp != nil || !isEstablished(c) || !namesAccepted(c) {
+				if c.DeletionTimestamp != nil || !apiextensions.IsEstablished(c) || !apiextensions.NamesAccepted(c) {
 					changed[name] = true
 				}
 			}
@@ -203,7 +201,7 @@ func (a *API) reconcileCRD(ctx context.Context, res *registry.Resource, c *apiex
 			all[c.Name] = c
 		}
 	}
-	if isEstablished(c) {
+	if apiextensions.IsEstablished(c) {
 		a.registerCRD(c)
 	} else {
 		a.unregisterCRD(c.Name)
@@ -323,14 +321,14 @@ func (a *API) crdController(ctx context.Context, res *registry.Resource, c *apie
 	now := metav1.NewTime(a.now().Truncate(time.Second))
 	if a.reg.BuiltinGroup(c.Spec.Group) {
 		// Built-in types own their groups' names: the registry would not serve these.
-		setCRDCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse, "NameConflict",
+		apiextensions.SetCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse, "NameConflict",
 			fmt.Sprintf("group %q is served by built-in types", c.Spec.Group), now)
 	} else if errs := crd.ValidateNamesNotTaken(c, others); len(errs) > 0 {
 		msgs := make([]string, 0, len(errs))
 		for _, e := range errs {
 			msgs = append(msgs, e.Detail)
 		}
-		setCRDCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse, "NameConflict", strings.Join(msgs, "; "), now)
+		apiextensions.SetCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionFalse, "NameConflict", strings.Join(msgs, "; "), now)
 	} else {
 		next.Status.AcceptedNames = c.Spec.Names
 		if next.Status.AcceptedNames.ListKind == "" {
@@ -339,16 +337,16 @@ func (a *API) crdController(ctx context.Context, res *registry.Resource, c *apie
 		if next.Status.AcceptedNames.Singular == "" {
 			next.Status.AcceptedNames.Singular = strings.ToLower(c.Spec.Names.Kind)
 		}
-		setCRDCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionTrue, "NoConflicts", "no conflicts found", now)
+		apiextensions.SetCondition(next, apiextensionsv1.NamesAccepted, apiextensionsv1.ConditionTrue, "NoConflicts", "no conflicts found", now)
 	}
-	if !isEstablished(next) {
-		if namesAccepted(next) {
-			setCRDCondition(next, apiextensionsv1.Established, apiextensionsv1.ConditionTrue, "InitialNamesAccepted", "the initial names have been accepted", now)
+	if !apiextensions.IsEstablished(next) {
+		if apiextensions.NamesAccepted(next) {
+			apiextensions.SetCondition(next, apiextensionsv1.Established, apiextensionsv1.ConditionTrue, "InitialNamesAccepted", "the initial names have been accepted", now)
 		} else {
-			setCRDCondition(next, apiextensionsv1.Established, apiextensionsv1.ConditionFalse, "NotAccepted", "not all names are accepted", now)
+			apiextensions.SetCondition(next, apiextensionsv1.Established, apiextensionsv1.ConditionFalse, "NotAccepted", "not all names are accepted", now)
 		}
 	}
-	if isEstablished(next) {
+	if apiextensions.IsEstablished(next) {
 		// Serve before saying so: a client that sees Established must find the kind here.
 		a.registerCRD(next)
 	}
@@ -387,13 +385,13 @@ func jsonEqual(a, b any) bool {
 // cleanupCRD deletes every object of a terminating definition's kind; once none is left it
 // drops the cleanup finalizer, which lets the definition go.
 func (a *API) cleanupCRD(ctx context.Context, res *registry.Resource, c *apiextensionsv1.CustomResourceDefinition) error {
-	if !hasString(c.Finalizers, crdCleanupFinalizer) {
+	if !slices.Contains(c.Finalizers, apiextensions.CleanupFinalizer) {
 		return nil
 	}
 	now := metav1.NewTime(a.now().Truncate(time.Second))
-	if cond := crdCondition(c, apiextensionsv1.Terminating); cond == nil || cond.Status != apiextensionsv1.ConditionTrue {
+	if cond := apiextensions.Condition(c, apiextensionsv1.Terminating); cond == nil || cond.Status != apiextensionsv1.ConditionTrue {
 		next := c.DeepCopy()
-		setCRDCondition(next, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionInProgress", "CustomResource deletion is in progress", now)
+		apiextensions.SetCondition(next, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionInProgress", "CustomResource deletion is in progress", now)
 		stored, err := a.writeCRDStatus(ctx, res, c, next)
 		if err != nil {
 			return err
@@ -423,87 +421,8 @@ func (a *API) cleanupCRD(ctx context.Context, res *registry.Resource, c *apiexte
 		}
 	}
 	next := c.DeepCopy()
-	next.Finalizers = removeString(next.Finalizers, crdCleanupFinalizer)
-	setCRDCondition(next, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionCompleted", "removed all instances", now)
+	next.Finalizers = slices.DeleteFunc(next.Finalizers, func(f string) bool { return f == apiextensions.CleanupFinalizer })
+	apiextensions.SetCondition(next, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionCompleted", "removed all instances", now)
 	_, err := a.writeCRDStatus(ctx, res, c, next)
 	return err
-}
-
-func crdCondition(c *apiextensionsv1.CustomResourceDefinition, t apiextensionsv1.CustomResourceDefinitionConditionType) *apiextensionsv1.CustomResourceDefinitionCondition {
-	for i := range c.Status.Conditions {
-		if c.Status.Conditions[i].Type == t {
-			return &c.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// setCRDCondition sets a condition; its transition time changes only when its status does.
-func setCRDCondition(c *apiextensionsv1.CustomResourceDefinition, t apiextensionsv1.CustomResourceDefinitionConditionType, status apiextensionsv1.ConditionStatus, reason, message string, now metav1.Time) {
-	if cond := crdCondition(c, t); cond != nil {
-		if cond.Status != status {
-			cond.LastTransitionTime = now
-		}
-		cond.Status, cond.Reason, cond.Message = status, reason, message
-		return
-	}
-	c.Status.Conditions = append(c.Status.Conditions, apiextensionsv1.CustomResourceDefinitionCondition{
-		Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: now,
-	})
-}
-
-func isEstablished(c *apiextensionsv1.CustomResourceDefinition) bool {
-	cond := crdCondition(c, apiextensionsv1.Established)
-	return cond != nil && cond.Status == apiextensionsv1.ConditionTrue
-}
-
-func namesAccepted(c *apiextensionsv1.CustomResourceDefinition) bool {
-	cond := crdCondition(c, apiextensionsv1.NamesAccepted)
-	return cond != nil && cond.Status == apiextensionsv1.ConditionTrue
-}
-
-func hasString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func removeString(list []string, s string) []string {
-	var out []string
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-// storageVersionOf names a definition's storage version ("" when none is marked).
-func storageVersionOf(c *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range c.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
-}
-
-// prepareCRD sets what the server owns in a definition being written: on create an empty status
-// recording the storage version in storedVersions; on update the storage version is added to
-// storedVersions when it is new.
-func prepareCRD(c *apiextensionsv1.CustomResourceDefinition, create bool) {
-	sv := storageVersionOf(c)
-	if create {
-		c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-		if sv != "" {
-			c.Status.StoredVersions = []string{sv}
-		}
-		return
-	}
-	if sv != "" && !hasString(c.Status.StoredVersions, sv) {
-		c.Status.StoredVersions = append(c.Status.StoredVersions, sv)
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,13 +20,6 @@ import (
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
 )
-
-// namespaceFinalizer is the finalizer the namespace lifecycle controller removes once a
-// terminating namespace is empty (upstream's spec.finalizers entry).
-const namespaceFinalizer corev1.FinalizerName = "kubernetes"
-
-// protectedNamespaces exist from the start and cannot be deleted.
-var protectedNamespaces = map[string]bool{metav1.NamespaceDefault: true, naming.SystemNamespace: true, naming.PublicNamespace: true}
 
 // parseDeleteOptions reads DeleteOptions from the body (JSON or YAML) and the query.
 func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
@@ -165,10 +157,6 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 // only marked (deletionTimestamp), one without is removed. A namespace becomes Terminating and
 // the namespace controller removes it once it is empty. deleted reports whether it is gone.
 func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
-	isNamespace := res.Group == "" && res.Resource == "namespaces"
-	if isNamespace && protectedNamespaces[name] && a.admission == nil {
-		return nil, false, apierrors.NewForbidden(res.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
-	}
 	dry := len(opts.DryRun) > 0
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
 		cur, err := a.getCurrent(ctx, res, namespace, name)
@@ -202,7 +190,7 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 		}
 		switch {
 		case held:
-		case len(m.GetFinalizers()) > 0:
+		case res.Strategy().Finalizing(cur):
 			if m.GetDeletionTimestamp() != nil {
 				return cur, false, nil
 			}
@@ -225,6 +213,7 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 			if err != nil {
 				return nil, false, fromStorage(err, res.GroupResource(), name)
 			}
+			a.changed(res, namespace, name)
 			return cur, true, nil
 		}
 		obj, err := a.commitUpdate(ctx, res, next, cur, dry)
@@ -234,21 +223,9 @@ func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespac
 		if err != nil {
 			return nil, false, err
 		}
-		if isNamespace {
-			a.nsCache.forget(name)
-		}
 		return obj, false, nil
 	}
 	return nil, false, errTooManyWriters(res.GroupResource(), name)
-}
-
-func hasFinalizer(list []corev1.FinalizerName, f corev1.FinalizerName) bool {
-	for _, x := range list {
-		if x == f {
-			return true
-		}
-	}
-	return false
 }
 
 // deleteCollection serves DELETE on a collection: every object the selectors match is deleted
@@ -278,11 +255,8 @@ func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, info *req
 	done := make([]runtime.Object, 0, len(items))
 	for _, item := range items {
 		m := mustMeta(item)
-		if info.res.Resource == "namespaces" && info.res.Group == "" && protectedNamespaces[m.GetName()] {
-			continue
-		}
 		obj, _, err := a.deleteObject(r.Context(), info.res, m.GetNamespace(), m.GetName(), opts)
-		if apierrors.IsNotFound(err) || (apierrors.IsConflict(err) && info.res.Resource == "namespaces") {
+		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {

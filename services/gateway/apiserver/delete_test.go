@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,16 @@ func TestNamespaceFinalizeThenDelete(t *testing.T) {
 	e := gatewaytest.Start(t, gatewaytest.Options{Configure: func(c *server.Config) { c.EnableControllers = false }})
 	must(t, do(t, e, "POST", "/api/v1/namespaces", `{"metadata":{"name":"fin-a","finalizers":["example.com/hold"]}}`), http.StatusCreated)
 	must(t, do(t, e, "POST", "/api/v1/namespaces", `{"metadata":{"name":"fin-b"}}`), http.StatusCreated)
+	// Namespaces are deleted one by one, as upstream's: not by collection, and discovery says so
+	// (with their finalize subresource, which only takes updates).
+	do(t, e, "DELETE", "/api/v1/namespaces", nil).status(t, http.StatusMethodNotAllowed, "MethodNotAllowed")
+	core := must(t, do(t, e, "GET", "/api/v1", nil), http.StatusOK)
+	if ns := find(core["resources"].([]any), "name", "namespaces"); ns == nil || slices.Contains(ns["verbs"].([]any), any("deletecollection")) {
+		t.Errorf("discovery of namespaces: %v", ns)
+	}
+	if fin := find(core["resources"].([]any), "name", "namespaces/finalize"); fin == nil || len(fin["verbs"].([]any)) != 1 || fin["verbs"].([]any)[0] != "update" {
+		t.Errorf("discovery of namespaces/finalize: %v", fin)
+	}
 	for _, name := range []string{"fin-a", "fin-b"} {
 		must(t, do(t, e, "DELETE", "/api/v1/namespaces/"+name, nil), http.StatusOK)
 	}

@@ -105,11 +105,7 @@ func (a *API) serveResourceList(w http.ResponseWriter, r *http.Request) {
 			Name: res.Resource, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
 			Verbs: res.Verbs, ShortNames: res.ShortNames, Categories: res.Categories,
 		})
-		subs := res.Subresources
-		if res.Group == "" && res.Resource == "namespaces" {
-			subs = append(append([]string(nil), subs...), "finalize")
-		}
-		for _, sub := range subs {
+		for _, sub := range res.Subresources {
 			entry := metav1.APIResource{Name: res.Resource + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind, Verbs: metav1.Verbs{"get", "patch", "update"}}
 			switch sub {
 			case "finalize":

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"sigs.k8s.io/structured-merge-diff/v4/fieldpath"
 
 	"platform.io/services/gateway/registry"
 )
@@ -25,18 +24,6 @@ const maxFieldManagerLength = 128
 // fieldManager returns the FieldManager of res through subresource.
 func (a *API) fieldManager(res *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
 	return res.Strategy().FieldManager(subresource)
-}
-
-// resetFields turns the fields a write through a (sub)resource may not change (status through
-// the main resource, spec through the status subresource) into the filter that keeps anybody
-// from owning them through it.
-func resetFields(res *registry.Resource, paths []fieldpath.Path) map[fieldpath.APIVersion]fieldpath.Filter {
-	if len(paths) == 0 {
-		return nil
-	}
-	return fieldpath.NewExcludeFilterSetMap(map[fieldpath.APIVersion]*fieldpath.Set{
-		fieldpath.APIVersion(res.GroupVersion().String()): fieldpath.NewSet(paths...),
-	})
 }
 
 // fieldManagerName reads ?fieldManager, or derives the manager from the user agent (the part

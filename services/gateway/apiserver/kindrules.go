@@ -1,62 +1,40 @@
 package apiserver
 
 import (
-	eventsv1 "k8s.io/api/events/v1"
+	"context"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/services/gateway/registry"
 )
 
-// validateKind checks the rules the spec states for particular kinds (422 Invalid, listing every
-// violation): the kind's strategy knows them. old is nil on create.
-func validateKind(res *registry.Resource, obj, old runtime.Object) error {
-	errs := res.Strategy().Validate(obj, old)
-	if len(errs) == 0 {
-		return nil
+// A kind's rules are its strategy's (registry/builtin, registry/custom and the packages of kinds
+// with rules of their own): the store and the verb handlers call them through res.Strategy() and
+// never ask which kind they serve.
+
+// admitWrite runs a kind's own rules on a write, after decoding, defaulting and its metadata's
+// rules: its validation (422 Invalid, listing every violation), then its checks that need the
+// caller or other objects (RBAC's escalation prevention). old is nil on create.
+func (a *API) admitWrite(ctx context.Context, res *registry.Resource, obj, old runtime.Object) error {
+	st := res.Strategy()
+	if errs := st.Validate(obj, old); len(errs) > 0 {
+		return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), mustMeta(obj).GetName(), errs)
 	}
-	return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), mustMeta(obj).GetName(), errs)
+	return st.CheckWrite(ctx, obj, old)
 }
 
-// validateEvent applies the spec's rules for events.platform.io/v1 Events: type Normal or
-// Warning; action, reason, reportingController and reportingInstance required on create; the
-// renamed deprecated fields not allowed in new objects.
-func validateEvent(e *eventsv1.Event, create bool) field.ErrorList {
-	var errs field.ErrorList
-	if e.Type != "Normal" && e.Type != "Warning" {
-		errs = append(errs, field.NotSupported(field.NewPath("type"), e.Type, []string{"Normal", "Warning"}))
-	}
-	if !create {
-		return errs
-	}
-	for name, v := range map[string]string{"action": e.Action, "reason": e.Reason, "reportingController": e.ReportingController, "reportingInstance": e.ReportingInstance} {
-		if v == "" {
-			errs = append(errs, field.Required(field.NewPath(name), ""))
-		}
-	}
-	if e.EventTime.IsZero() {
-		errs = append(errs, field.Required(field.NewPath("eventTime"), ""))
-	}
-	deprecated := map[string]bool{
-		"deprecatedFirstTimestamp":   !e.DeprecatedFirstTimestamp.IsZero(),
-		"deprecatedLastTimestamp":    !e.DeprecatedLastTimestamp.IsZero(),
-		"deprecatedCount":            e.DeprecatedCount != 0,
-		"deprecatedSource.component": e.DeprecatedSource.Component != "",
-		"deprecatedSource.host":      e.DeprecatedSource.Host != "",
-	}
-	for name, set := range deprecated {
-		if set {
-			errs = append(errs, field.Forbidden(field.NewPath(name), "deprecated field is not allowed in new objects; use its replacement"))
-		}
-	}
-	if s := e.Series; s != nil {
-		if s.Count < 2 {
-			errs = append(errs, field.Invalid(field.NewPath("series", "count"), s.Count, "should be at least 2"))
-		}
-		if s.LastObservedTime.IsZero() {
-			errs = append(errs, field.Required(field.NewPath("series", "lastObservedTime"), ""))
-		}
-	}
-	return errs
+// checkRequired reports every missing required field of obj as one 400, as its kind's strategy
+// finds them.
+func checkRequired(res *registry.Resource, obj runtime.Object) error {
+	return res.Strategy().CheckRequired(obj)
+}
+
+// applyDefaults applies the defaults of res's kind.
+func applyDefaults(res *registry.Resource, obj runtime.Object) { res.Strategy().Default(obj) }
+
+// prepareUpdate builds the object to store from the client's object and the current one (the
+// kind's update rules).
+func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
+	return res.Strategy().PrepareForUpdate(subresource, newObj, cur)
 }

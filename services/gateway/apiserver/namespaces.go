@@ -10,12 +10,12 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/core"
 )
 
 // namespaceCacheTTL is how long a namespace lookup is reused by the create path's lifecycle
@@ -36,8 +36,18 @@ type namespaceEntry struct {
 }
 
 func newNamespaceCache(a *API) *namespaceCache {
-	return &namespaceCache{a: a, entries: map[string]namespaceEntry{}}
+	c := &namespaceCache{a: a, entries: map[string]namespaceEntry{}}
+	// A namespace this gateway marks terminating is seen so at once by its own creates.
+	a.onChange = append(a.onChange, func(res *registry.Resource, _, name string) {
+		if res.GroupResource() == namespacesGroupResource {
+			c.forget(name)
+		}
+	})
+	return c
 }
+
+// namespacesGroupResource is what the cache reads: core namespaces.
+var namespacesGroupResource = schema.GroupResource{Resource: "namespaces"}
 
 func (c *namespaceCache) forget(name string) {
 	c.mu.Lock()
@@ -99,15 +109,6 @@ func (a *API) checkNamespace(ctx context.Context, res *registry.Resource, namesp
 	return nil
 }
 
-// copyNamespaceFinalizers sets dst's spec.finalizers to src's (both namespaces).
-func copyNamespaceFinalizers(dst, src runtime.Object) {
-	d, ok1 := dst.(*corev1.Namespace)
-	s, ok2 := src.(*corev1.Namespace)
-	if ok1 && ok2 {
-		d.Spec.Finalizers = append([]corev1.FinalizerName(nil), s.Spec.Finalizers...)
-	}
-}
-
 // EnsureNamespaces creates the namespaces that exist from the start: default, platform-system,
 // platform-public and the node lease namespace.
 func (a *API) EnsureNamespaces(ctx context.Context) error {
@@ -115,7 +116,7 @@ func (a *API) EnsureNamespaces(ctx context.Context) error {
 	for _, name := range []string{metav1.NamespaceDefault, naming.SystemNamespace, naming.PublicNamespace, naming.NodeLeaseNamespace} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		ns.Status.Phase = corev1.NamespaceActive
-		ns.Spec.Finalizers = []corev1.FinalizerName{namespaceFinalizer}
+		ns.Spec.Finalizers = []corev1.FinalizerName{core.NamespaceFinalizer}
 		_, err := a.createObject(ctx, res, &writeRequest{obj: ns, meta: ns})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", name, err)

@@ -2,15 +2,12 @@ package apiserver
 
 import (
 	"context"
-	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -56,42 +53,6 @@ func (a *API) prepareCreate(ctx context.Context, res *registry.Resource, obj run
 	}
 	// Generation, status and the kind's own fields are the kind's (its strategy).
 	res.Strategy().PrepareForCreate(ctx, obj)
-}
-
-// prepareUpdate builds the object to store from the client's object and the current one:
-// system fields come from the current object; the main resource cannot change status, the status
-// subresource can change nothing but status, and generation counts spec changes.
-func prepareUpdate(res *registry.Resource, subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
-	return res.Strategy().PrepareForUpdate(subresource, newObj, cur)
-}
-
-// copySystemFields gives an updated object the fields only the server sets, from the stored one.
-func copySystemFields(m, cur metav1.Object) {
-	m.SetUID(cur.GetUID())
-	m.SetCreationTimestamp(cur.GetCreationTimestamp())
-	m.SetDeletionTimestamp(cur.GetDeletionTimestamp())
-	m.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
-	m.SetGeneration(cur.GetGeneration())
-	m.SetSelfLink("")
-}
-
-// checkNewFinalizers refuses finalizers added to an object being deleted.
-func checkNewFinalizers(res *registry.Resource, m, curMeta metav1.Object) error {
-	if curMeta.GetDeletionTimestamp() == nil {
-		return nil
-	}
-	old := map[string]bool{}
-	for _, f := range curMeta.GetFinalizers() {
-		old[f] = true
-	}
-	for _, f := range m.GetFinalizers() {
-		if !old[f] {
-			return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), m.GetName(), field.ErrorList{
-				field.Forbidden(field.NewPath("metadata", "finalizers"), fmt.Sprintf("no new finalizers can be added if the object is being deleted, found new finalizers %q", f)),
-			})
-		}
-	}
-	return nil
 }
 
 // validateObjectMeta checks the metadata rules of the spec: name (or generateName) valid for the
@@ -147,50 +108,5 @@ func validateObjectMeta(res *registry.Resource, m metav1.Object) error {
 	return apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), name, errs)
 }
 
-// isPathSegmentName is the rule for names that only have to be usable as one URL path segment.
-func isPathSegmentName(name string) []string {
-	var msgs []string
-	if name == "." || name == ".." {
-		msgs = append(msgs, fmt.Sprintf("may not be '%s'", name))
-	}
-	if strings.ContainsAny(name, "/%") {
-		msgs = append(msgs, "may not contain '/' or '%'")
-	}
-	return msgs
-}
-
-func mustMeta(obj runtime.Object) metav1.Object {
-	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		return a.GetObjectMeta()
-	}
-	if m, ok := obj.(metav1.Object); ok {
-		return m
-	}
-	panic(fmt.Sprintf("%T has no object metadata", obj))
-}
-
-// The helpers below reach Spec and Status of any built-in kind by reflection: every kind with a
-// status subresource keeps it in a struct field named Status.
-
-func structOf(obj runtime.Object) reflect.Value { return reflect.ValueOf(obj).Elem() }
-
-func hasSpec(obj runtime.Object) bool {
-	if _, ok := obj.(*unstructured.Unstructured); ok {
-		return false
-	}
-	f := structOf(obj).FieldByName("Spec")
-	return f.IsValid() && f.Kind() == reflect.Struct
-}
-
-func specValue(obj runtime.Object) reflect.Value { return structOf(obj).FieldByName("Spec") }
-
-func statusValue(obj runtime.Object) reflect.Value { return structOf(obj).FieldByName("Status") }
-
-func statusType(obj runtime.Object) reflect.Type { return statusValue(obj).Type() }
-
-func setStatus(obj runtime.Object, v reflect.Value) {
-	f := structOf(obj).FieldByName("Status")
-	if f.IsValid() && f.CanSet() {
-		f.Set(v)
-	}
-}
+// mustMeta returns an object's metadata (registry.Meta).
+func mustMeta(obj runtime.Object) metav1.Object { return registry.Meta(obj) }

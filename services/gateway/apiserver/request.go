@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,7 +96,10 @@ func (a *API) parseResourcePath(r *http.Request, ri *request.Info) (*requestInfo
 			return nil, apierrors.NewNotFound(schema.GroupResource{}, rest)
 		}
 	}
-	info := &requestInfo{namespace: ri.Namespace}
+	info := &requestInfo{}
+	if ri.InNamespace {
+		info.namespace = ri.Namespace
+	}
 	if ri.WireGroup != "" {
 		info.wire = schema.GroupVersion{Group: ri.WireGroup, Version: ri.APIVersion}
 	}
@@ -114,12 +118,8 @@ func (a *API) parseResourcePath(r *http.Request, ri *request.Info) (*requestInfo
 	if len(parts) > 3 {
 		return nil, apierrors.NewNotFound(res.GroupResource(), rest)
 	}
-	if info.subresource != "" && !res.HasSubresource(info.subresource) && !(res.Resource == "namespaces" && res.Group == "" && info.subresource == "finalize") {
+	if info.subresource != "" && !res.HasSubresource(info.subresource) {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: res.Group, Resource: res.Resource + "/" + info.subresource}, info.name)
-	}
-	if res.Resource == "namespaces" && res.Group == "" && info.name != "" {
-		// A namespace's own name is not its namespace (authorization reads it as one, as upstream).
-		info.namespace = ""
 	}
 	if info.namespace != "" && !res.Namespaced {
 		return nil, apierrors.NewNotFound(res.GroupResource(), rest)
@@ -129,7 +129,9 @@ func (a *API) parseResourcePath(r *http.Request, ri *request.Info) (*requestInfo
 		return nil, err
 	}
 	info.verb = verb
-	if (res.Virtual && verb != "create") || (res.Computed && verb != "get" && verb != "list") {
+	if info.subresource == "" && !slices.Contains(res.Verbs, verb) {
+		// A verb the resource does not take (virtual kinds are created only, computed ones read,
+		// namespaces not deleted by collection).
 		return nil, apierrors.NewMethodNotSupported(res.GroupResource(), verb)
 	}
 	return info, nil

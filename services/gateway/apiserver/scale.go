@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/builtin"
 )
 
 // The scale subresource of deployments, replicasets, statefulsets and replicationcontrollers:
@@ -179,7 +180,7 @@ func (a *API) requestedScale(mediaType string, body []byte, p *parsedPatch, cur 
 	var err error
 	switch mediaType {
 	case mediaProtobuf, mediaUpstreamProtobuf:
-		err = a.codec.decodeProtobuf(body, want)
+		err = builtin.DecodeProtobuf(body, want)
 	case mediaYAML:
 		_, err = decodeJSON(body, want, true)
 	default:

@@ -7,12 +7,10 @@ import (
 	"net/http"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/libs/storage"
 	"platform.io/libs/warning"
@@ -255,7 +253,7 @@ func (a *API) commitUpdate(ctx context.Context, res *registry.Resource, next, cu
 	nextMeta, curMeta := mustMeta(next), mustMeta(cur)
 	curRV, _ := strconv.ParseInt(curMeta.GetResourceVersion(), 10, 64)
 	pre := &storagev1.Preconditions{ResourceVersion: curRV}
-	if nextMeta.GetDeletionTimestamp() != nil && !hasPendingFinalizers(next) {
+	if nextMeta.GetDeletionTimestamp() != nil && !res.Strategy().Finalizing(next) {
 		nextMeta.SetResourceVersion(curMeta.GetResourceVersion())
 		if dryRun {
 			return next, nil
@@ -264,6 +262,7 @@ func (a *API) commitUpdate(ctx context.Context, res *registry.Resource, next, cu
 		if err != nil {
 			return nil, fromStorage(err, res.GroupResource(), nextMeta.GetName())
 		}
+		a.changed(res, nextMeta.GetNamespace(), nextMeta.GetName())
 		return next, nil
 	}
 	stored, err := a.toStored(res, next)
@@ -284,24 +283,14 @@ func (a *API) commitUpdate(ctx context.Context, res *registry.Resource, next, cu
 		return nil, fromStorage(err, res.GroupResource(), nextMeta.GetName())
 	}
 	nextMeta.SetResourceVersion(strconv.FormatInt(resp.Object.ResourceVersion, 10))
+	a.changed(res, nextMeta.GetNamespace(), nextMeta.GetName())
 	return next, nil
 }
 
-// requiredError is the 400 for missing required fields: the spec lists them with wrong types as
-// decoding errors, not as 422 validation failures.
-func requiredError(res *registry.Resource, name string, errs field.ErrorList) error {
-	se := apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), name, errs)
-	se.ErrStatus.Code = http.StatusBadRequest
-	se.ErrStatus.Reason = metav1.StatusReasonBadRequest
-	return se
-}
-
-// hasPendingFinalizers tells whether anything still holds an object being deleted: its
-// metadata.finalizers, and for a namespace also its spec.finalizers.
-func hasPendingFinalizers(obj runtime.Object) bool {
-	if len(mustMeta(obj).GetFinalizers()) > 0 {
-		return true
+// changed tells the API's caches of stored objects (the namespace lifecycle's) that this gateway
+// changed or deleted one, so it sees its own writes at once.
+func (a *API) changed(res *registry.Resource, namespace, name string) {
+	for _, f := range a.onChange {
+		f(res, namespace, name)
 	}
-	ns, ok := obj.(*corev1.Namespace)
-	return ok && len(ns.Spec.Finalizers) > 0
 }

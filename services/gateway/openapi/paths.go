@@ -257,6 +257,11 @@ func (pb *pathsBuilder) addResource(res *registry.Resource, kind, list string) {
 			p["post"] = op
 			continue
 		}
+		if sub == "finalize" {
+			// A namespace's finalize is replaced, never read or patched (upstream's operations).
+			pb.itemOperations(p, res, kind, map[string]bool{"update": verbs["update"]}, id, camel(sub), objectResponse)
+			continue
+		}
 		if sub != "scale" {
 			pb.itemOperations(p, res, kind, verbs, id, camel(sub), objectResponse)
 			continue

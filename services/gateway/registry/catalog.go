@@ -42,6 +42,11 @@ type kindInfo struct {
 	// approval kinds have the approval subresource (the Approved and Denied conditions of
 	// certificate signing requests).
 	approval bool
+	// finalize kinds have the finalize subresource (a namespace's spec.finalizers).
+	finalize bool
+	// noDeleteCollection kinds are not deleted by collection (namespaces, as upstream's: each is
+	// deleted on its own, by name).
+	noDeleteCollection bool
 	// deprecated kinds are served with upstream's deprecation signals.
 	deprecated *Deprecation
 	// storedAs names another resource whose storage holds this kind's objects (converted): the
@@ -88,7 +93,7 @@ var catalog = []catalogEntry{
 		"Pod":                   {shortNames: []string{"po"}, categories: all},
 		"Service":               {shortNames: []string{"svc"}, categories: all},
 		"ConfigMap":             {shortNames: []string{"cm"}},
-		"Namespace":             {shortNames: []string{"ns"}},
+		"Namespace":             {shortNames: []string{"ns"}, finalize: true, noDeleteCollection: true},
 		"Node":                  {shortNames: []string{"no"}},
 		"PersistentVolume":      {shortNames: []string{"pv"}},
 		"PersistentVolumeClaim": {shortNames: []string{"pvc"}},

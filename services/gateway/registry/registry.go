@@ -401,6 +401,9 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 			res.Verbs = []string{"get", "list"}
 		default:
 			res.Verbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+			if info.noDeleteCollection {
+				res.Verbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+			}
 			if _, ok := known[kind].FieldByName("Status"); ok && known[kind].Kind() == reflect.Struct {
 				if f, _ := known[kind].FieldByName("Status"); f.Type.Kind() == reflect.Struct {
 					res.HasStatus = true
@@ -416,6 +419,9 @@ func (r *Registry) addGroupVersion(entry catalogEntry, gv schema.GroupVersion, r
 		}
 		if info.approval {
 			res.Subresources = append(res.Subresources, "approval")
+		}
+		if info.finalize {
+			res.Subresources = append(res.Subresources, "finalize")
 		}
 		served.Resources = append(served.Resources, res)
 		r.byGVR[res.GroupVersionResource] = res

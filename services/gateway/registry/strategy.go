@@ -17,8 +17,10 @@ import (
 // kind and never ask which kind they serve. The registry keeps one per served resource and
 // version (Resource.Strategy), chosen when the resource is registered: built-in kinds get the
 // built-in strategy (k8s.io/api Go types), custom resources the custom one (unstructured objects
-// ruled by their definition's schema). The implementations live with the codecs they use, in
-// the API server; the registry only chooses (StrategyFactory).
+// ruled by their definition's schema). The implementations live in
+// registry/builtin (the default of k8s.io/api's kinds), registry/custom (custom resources) and a
+// package per kind with rules of its own (registry/<group>), whose strategies embed the default;
+// the registry only chooses (StrategyFactory).
 //
 // Versions: a resource's strategy reads and writes the objects of the version it serves and owns
 // the conversion to and from the stored form (EncodeStored, DecodeStored). A second served version
@@ -76,6 +78,14 @@ type Strategy interface {
 	// place of the object; false leaves the spec's generic rules (finalizers) to decide; an error
 	// refuses the delete.
 	PrepareForDelete(next runtime.Object, now metav1.Time) (bool, error)
+	// Finalizing tells whether anything still holds an object being deleted: its
+	// metadata.finalizers, and what the kind adds (a namespace's spec.finalizers). The write that
+	// leaves nothing holding it removes it.
+	Finalizing(obj runtime.Object) bool
+	// CheckWrite runs the kind's checks that need the caller or other objects, after its
+	// validation (RBAC's escalation prevention: a role grants only what its writer holds). old is
+	// nil on create. Writes the gateway makes itself carry no user.
+	CheckWrite(ctx context.Context, obj, old runtime.Object) error
 	// FieldManager returns the field manager of the kind through subresource (built on first
 	// use, with the kind's type converter and the fields that subresource may not own).
 	FieldManager(subresource string) (*managedfields.FieldManager, error)

@@ -42,6 +42,9 @@ type Info struct {
 	// grant on namespaces covers that namespace); Name comes from a fieldSelector on
 	// metadata.name for lists and watches that name no object in the path.
 	Namespace, Resource, Subresource, Name string
+	// InNamespace tells that the path addressed something in Namespace (namespaces/<ns>/<resource>
+	// ...), not the namespace itself (namespaces/<name>, whose Namespace is its own name).
+	InNamespace bool
 	// Parts are the path segments after the group version (and after namespaces/<ns> when that
 	// prefixes a namespaced resource): resource[/name[/subresource[/...]]].
 	Parts []string
@@ -126,6 +129,7 @@ func (res *Resolver) Resolve(r *http.Request) *Info {
 			info.Namespace = parts[1]
 			if len(parts) > 2 && !namespaceSubresources[parts[2]] {
 				parts = parts[2:]
+				info.InNamespace = true
 			}
 		}
 	}

@@ -1,9 +1,13 @@
-package apiserver
+// Package rbac holds the rules of roles and bindings: upstream's validation, path-segment names,
+// and escalation prevention (a write hook: a role grants only what its writer holds).
+package rbac
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,54 +21,80 @@ import (
 	authzv1 "platform.io/proto/authz/v1"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/builtin"
 )
 
-// rbacGroup is the group of roles and bindings.
-var rbacGroup = naming.Group("rbac.authorization.k8s.io")
+// Group is the served group of roles and bindings.
+var Group = naming.Group("rbac.authorization.k8s.io")
 
-// admitWrite runs the checks of particular kinds on a write, after decoding and defaulting: the
-// spec's validation rules, then RBAC's escalation prevention for roles and bindings. old is nil on
-// create. Writes the gateway makes itself (no user in ctx) skip the escalation check.
-func (a *API) admitWrite(ctx context.Context, res *registry.Resource, obj, old runtime.Object) error {
-	if err := validateKind(res, obj, old); err != nil {
-		return err
-	}
-	if res.Group != rbacGroup {
-		return nil
-	}
+// Authorizer is what escalation prevention asks the authorization service: whether the writer
+// may escalate or bind, and whether the writer holds the rules a role or binding grants.
+type Authorizer interface {
+	auth.Authorizer
+	CheckEscalation(ctx context.Context, u *auth.User, namespace string, rules []*authzv1.PolicyRule) (*authzv1.CheckEscalationResponse, error)
+}
+
+// Getter reads the most recent version of a stored object (the role a binding references).
+type Getter func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error)
+
+// Deps are what the rules need from the API server.
+type Deps struct {
+	Authorizer Authorizer
+	Get        Getter
+	Log        *slog.Logger
+}
+
+// Strategy is the strategy of Roles, ClusterRoles, RoleBindings and ClusterRoleBindings.
+type Strategy struct {
+	*builtin.Strategy
+	deps Deps
+}
+
+// New returns the strategy of a role or binding kind over its default one.
+func New(b *builtin.Strategy, deps Deps) registry.Strategy { return &Strategy{Strategy: b, deps: deps} }
+
+// Validate applies upstream's validation of roles and bindings.
+func (s *Strategy) Validate(obj, old runtime.Object) field.ErrorList { return validateRBAC(obj, old) }
+
+// ValidateName: names of roles and bindings need only be one URL path segment, as upstream's.
+func (s *Strategy) ValidateName(name string) []string { return builtin.PathSegmentName(name) }
+
+// CheckWrite is escalation prevention, for writes of a user (the gateway's own carry none).
+func (s *Strategy) CheckWrite(ctx context.Context, obj, old runtime.Object) error {
 	u, ok := auth.UserFrom(ctx)
 	if !ok {
 		return nil
 	}
-	return a.checkEscalation(ctx, u, res, obj, old)
+	return s.checkEscalation(ctx, u, obj, old)
 }
 
 // checkEscalation is upstream's escalation prevention: a role may grant only what its writer
 // holds (or the writer has the escalate verb on it); a binding may reference only a role whose
 // permissions its writer holds (or the writer has the bind verb on that role). system:masters is
 // exempt, and so are writes that change nothing but fields the garbage collector manages.
-func (a *API) checkEscalation(ctx context.Context, u *auth.User, res *registry.Resource, obj, old runtime.Object) error {
-	if contains(u.Groups, auth.GroupMasters) {
+func (s *Strategy) checkEscalation(ctx context.Context, u *auth.User, obj, old runtime.Object) error {
+	res := s.Res
+	if slices.Contains(u.Groups, auth.GroupMasters) {
 		return nil
 	}
 	if old != nil && onlyGCFieldsChanged(obj, old) {
 		return nil
 	}
 	gr := res.GroupResource()
-	name := mustMeta(obj).GetName()
-	namespace := mustMeta(obj).GetNamespace()
+	name := registry.Meta(obj).GetName()
+	namespace := registry.Meta(obj).GetNamespace()
 	verbAllowed := func(verb, resource, roleName string) (bool, error) {
-		attrs := auth.Attributes{User: u, Verb: verb, ResourceRequest: true, APIGroup: rbacGroup, APIVersion: "v1", Resource: resource, Namespace: namespace, Name: roleName}
-		d, _, err := a.authz.Authorize(ctx, attrs)
+		attrs := auth.Attributes{User: u, Verb: verb, ResourceRequest: true, APIGroup: Group, APIVersion: "v1", Resource: resource, Namespace: namespace, Name: roleName}
+		d, _, err := s.deps.Authorizer.Authorize(ctx, attrs)
 		if err != nil {
-			return false, a.dependencyError(ctx, err)
+			return false, auth.DependencyError(ctx, s.deps.Log, err)
 		}
 		return d == auth.DecisionAllow, nil
 	}
 	covers := func(rules []rbacv1.PolicyRule) error {
-		resp, err := a.authz.CheckEscalation(ctx, u, namespace, toProtoRules(rules))
+		resp, err := s.deps.Authorizer.CheckEscalation(ctx, u, namespace, toProtoRules(rules))
 		if err != nil {
-			return a.dependencyError(ctx, err)
+			return auth.DependencyError(ctx, s.deps.Log, err)
 		}
 		if !resp.GetCovered() {
 			return apierrors.NewForbidden(gr, name, errors.New(resp.GetMessage()))
@@ -110,7 +140,7 @@ func (a *API) checkEscalation(ctx context.Context, u *auth.User, res *registry.R
 		if ok, err := verbAllowed("bind", roleResource, ref.Name); err != nil || ok {
 			return err
 		}
-		rules, err := a.roleRules(ctx, ref, namespace)
+		rules, err := s.roleRules(ctx, ref, namespace)
 		if err != nil {
 			return apierrors.NewForbidden(gr, name, err)
 		}
@@ -120,16 +150,12 @@ func (a *API) checkEscalation(ctx context.Context, u *auth.User, res *registry.R
 }
 
 // roleRules reads the rules of the role a binding references.
-func (a *API) roleRules(ctx context.Context, ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
+func (s *Strategy) roleRules(ctx context.Context, ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
 	resource, ns := "roles", namespace
 	if ref.Kind == "ClusterRole" {
 		resource, ns = "clusterroles", ""
 	}
-	res, ok := a.reg.Resource(schema.GroupVersionResource{Group: rbacGroup, Version: "v1", Resource: resource})
-	if !ok {
-		return nil, fmt.Errorf("%s are not served", resource)
-	}
-	obj, err := a.getCurrent(ctx, res, ns, ref.Name)
+	obj, err := s.deps.Get(ctx, schema.GroupVersionResource{Group: Group, Version: "v1", Resource: resource}, ns, ref.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +173,7 @@ func (a *API) roleRules(ctx context.Context, ref rbacv1.RoleRef, namespace strin
 func onlyGCFieldsChanged(obj, old runtime.Object) bool {
 	a, b := obj.DeepCopyObject(), old.DeepCopyObject()
 	for _, o := range []runtime.Object{a, b} {
-		m := mustMeta(o)
+		m := registry.Meta(o)
 		m.SetOwnerReferences(nil)
 		m.SetFinalizers(nil)
 		m.SetResourceVersion("")
@@ -224,20 +250,20 @@ func validateRoleRef(ref rbacv1.RoleRef, namespaced bool) field.ErrorList {
 	p := field.NewPath("roleRef")
 	// Upstream's name of the group is accepted too: kubectl's create rolebinding and manifests
 	// written for upstream carry it (only kind and name select the role).
-	if naming.Group(ref.APIGroup) != rbacGroup {
-		errs = append(errs, field.NotSupported(p.Child("apiGroup"), ref.APIGroup, []string{rbacGroup}))
+	if naming.Group(ref.APIGroup) != Group {
+		errs = append(errs, field.NotSupported(p.Child("apiGroup"), ref.APIGroup, []string{Group}))
 	}
 	kinds := []string{"ClusterRole"}
 	if namespaced {
 		kinds = []string{"Role", "ClusterRole"}
 	}
-	if !contains(kinds, ref.Kind) {
+	if !slices.Contains(kinds, ref.Kind) {
 		errs = append(errs, field.NotSupported(p.Child("kind"), ref.Kind, kinds))
 	}
 	if ref.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), ""))
 	} else {
-		for _, msg := range isPathSegmentName(ref.Name) {
+		for _, msg := range builtin.PathSegmentName(ref.Name) {
 			errs = append(errs, field.Invalid(p.Child("name"), ref.Name, msg))
 		}
 	}
@@ -265,8 +291,8 @@ func validateSubjects(subjects []rbacv1.Subject, namespaced bool) field.ErrorLis
 				errs = append(errs, field.Required(p.Child("namespace"), ""))
 			}
 		case rbacv1.UserKind, rbacv1.GroupKind:
-			if naming.Group(s.APIGroup) != rbacGroup {
-				errs = append(errs, field.NotSupported(p.Child("apiGroup"), s.APIGroup, []string{rbacGroup}))
+			if naming.Group(s.APIGroup) != Group {
+				errs = append(errs, field.NotSupported(p.Child("apiGroup"), s.APIGroup, []string{Group}))
 			}
 		default:
 			errs = append(errs, field.NotSupported(p.Child("kind"), s.Kind, []string{rbacv1.ServiceAccountKind, rbacv1.UserKind, rbacv1.GroupKind}))

@@ -1,4 +1,4 @@
-package apiserver
+package builtin
 
 import (
 	"encoding/json"
@@ -62,7 +62,7 @@ func fieldManagerResult(t *testing.T, obj runtime.Object, err error) string {
 // missing or a duplicate key).
 func TestBuiltinTypeConverterMatchesClientGo(t *testing.T) {
 	codecs := serializer.NewCodecFactory(scheme.Scheme)
-	fast, slow := newBuiltinTypeConverter(scheme.Scheme), applyconfigurations.NewTypeConverter(scheme.Scheme)
+	fast, slow := newTypeConverter(scheme.Scheme), applyconfigurations.NewTypeConverter(scheme.Scheme)
 	fieldManagers := func(gvk schema.GroupVersionKind) (a, b *managedfields.FieldManager) {
 		mk := func(tc managedfields.TypeConverter) *managedfields.FieldManager {
 			fm, err := managedfields.NewDefaultFieldManager(tc, runtime.UnsafeObjectConvertor(scheme.Scheme), scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
@@ -183,7 +183,7 @@ func BenchmarkFieldManagerCreate(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		tc   managedfields.TypeConverter
-	}{{"client-go", applyconfigurations.NewTypeConverter(scheme.Scheme)}, {"builtin", newBuiltinTypeConverter(scheme.Scheme)}} {
+	}{{"client-go", applyconfigurations.NewTypeConverter(scheme.Scheme)}, {"builtin", newTypeConverter(scheme.Scheme)}} {
 		b.Run(bc.name, func(b *testing.B) {
 			fm, err := managedfields.NewDefaultFieldManager(bc.tc, runtime.UnsafeObjectConvertor(scheme.Scheme), scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
 			if err != nil {

@@ -1,4 +1,4 @@
-package apiserver
+package builtin
 
 import (
 	"context"
@@ -6,13 +6,9 @@ import (
 	"reflect"
 	"time"
 
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/services/gateway/printers"
@@ -30,83 +26,22 @@ import (
 // storage indexes and the Table columns. Upstream runs them on its internal version, which is
 // what the storage version is here.
 type versionStrategy struct {
-	*builtinStrategy
+	*Strategy
 	stored *registry.Resource
-	conv   versionConversion
+	conv   Conversion
 }
 
-// versionConversion converts the objects of a served version to and from its storage version.
-// Both directions return new objects and never change their argument.
-type versionConversion struct {
-	toStored   func(runtime.Object) (runtime.Object, error)
-	fromStored func(runtime.Object) (runtime.Object, error)
+// Conversion converts the objects of a served version to and from its storage version. Both
+// directions return new objects and never change their argument.
+type Conversion struct {
+	ToStored   func(runtime.Object) (runtime.Object, error)
+	FromStored func(runtime.Object) (runtime.Object, error)
 }
 
-// versionConversions are the conversions of every kind served in a second version, by the served
-// version's Go type.
-var versionConversions = map[reflect.Type]versionConversion{
-	reflect.TypeOf(&autoscalingv1.HorizontalPodAutoscaler{}): {
-		toStored: func(o runtime.Object) (runtime.Object, error) {
-			in, ok := o.(*autoscalingv1.HorizontalPodAutoscaler)
-			if !ok {
-				return nil, fmt.Errorf("converting to autoscaling/v2: got %T", o)
-			}
-			return hpaV1ToV2(in)
-		},
-		fromStored: func(o runtime.Object) (runtime.Object, error) {
-			in, ok := o.(*autoscalingv2.HorizontalPodAutoscaler)
-			if !ok {
-				return nil, fmt.Errorf("converting to autoscaling/v1: got %T", o)
-			}
-			return hpaV2ToV1(in)
-		},
-	},
-}
-
-// addVersionConversions registers the conversions in the scheme too: the field manager converts
-// objects to the version each managedFields entry was written in (an object written through
-// autoscaling/v2 and applied through autoscaling/v1 is compared in both).
-func addVersionConversions(s *runtime.Scheme) {
-	must := func(err error) {
-		if err != nil {
-			panic(fmt.Sprintf("apiserver: registering a version conversion: %v", err))
-		}
-	}
-	must(s.AddConversionFunc((*autoscalingv1.HorizontalPodAutoscaler)(nil), (*autoscalingv2.HorizontalPodAutoscaler)(nil),
-		func(a, b any, _ conversion.Scope) error {
-			out, err := hpaV1ToV2(a.(*autoscalingv1.HorizontalPodAutoscaler))
-			if err != nil {
-				return err
-			}
-			*b.(*autoscalingv2.HorizontalPodAutoscaler) = *out
-			return nil
-		}))
-	must(s.AddConversionFunc((*autoscalingv2.HorizontalPodAutoscaler)(nil), (*autoscalingv1.HorizontalPodAutoscaler)(nil),
-		func(a, b any, _ conversion.Scope) error {
-			out, err := hpaV2ToV1(a.(*autoscalingv2.HorizontalPodAutoscaler))
-			if err != nil {
-				return err
-			}
-			*b.(*autoscalingv1.HorizontalPodAutoscaler) = *out
-			return nil
-		}))
-}
-
-// newVersionStrategy returns the strategy of res when it is a second served version of its kind
-// (registry.Resource.StorageVersion), nil otherwise.
-func newVersionStrategy(reg *registry.Registry, b *builtinStrategy) registry.Strategy {
-	res := b.res
-	if res.StorageVersion == "" {
-		return nil
-	}
-	stored, ok := reg.StorageResource(schema.GroupVersionResource{Group: res.Group, Version: res.StorageVersion, Resource: res.Resource})
-	conv, known := versionConversions[reflect.TypeOf(res.New())]
-	if !ok || !known {
-		// The registry refuses a second version without its storage version; a kind without a
-		// conversion here is a catalog mistake that would store two forms under one type.
-		panic(fmt.Sprintf("apiserver: %s is stored as %s but cannot be converted", res.GroupVersionResource, res.StorageVersion))
-	}
-	return &versionStrategy{builtinStrategy: b, stored: stored, conv: conv}
+// NewVersioned returns the strategy of a second served version of a kind (b's resource, whose
+// StorageVersion names the version storage holds: stored), converting with conv.
+func NewVersioned(b *Strategy, stored *registry.Resource, conv Conversion) registry.Strategy {
+	return &versionStrategy{Strategy: b, stored: stored, conv: conv}
 }
 
 // hub is the storage version's strategy (looked up on use: the registry hands strategies out in
@@ -114,7 +49,7 @@ func newVersionStrategy(reg *registry.Registry, b *builtinStrategy) registry.Str
 func (s *versionStrategy) hub() registry.Strategy { return s.stored.Strategy() }
 
 func (s *versionStrategy) toStored(obj runtime.Object) (runtime.Object, error) {
-	out, err := s.conv.toStored(obj)
+	out, err := s.conv.ToStored(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -123,11 +58,11 @@ func (s *versionStrategy) toStored(obj runtime.Object) (runtime.Object, error) {
 }
 
 func (s *versionStrategy) fromStored(obj runtime.Object) (runtime.Object, error) {
-	out, err := s.conv.fromStored(obj)
+	out, err := s.conv.FromStored(obj)
 	if err != nil {
 		return nil, err
 	}
-	out.GetObjectKind().SetGroupVersionKind(s.res.GroupVersionKind())
+	out.GetObjectKind().SetGroupVersionKind(s.Res.GroupVersionKind())
 	return out, nil
 }
 
@@ -154,16 +89,16 @@ func (s *versionStrategy) inStored(obj runtime.Object, f func(runtime.Object)) {
 // Normalize refuses an object (or apply body) that does not convert (a malformed round-trip
 // annotation) as a bad request, as upstream's decoding does; every later rule can then convert it.
 func (s *versionStrategy) Normalize(obj runtime.Object) ([]string, error) {
-	unknown, err := s.builtinStrategy.Normalize(obj)
+	unknown, err := s.Strategy.Normalize(obj)
 	if err != nil {
 		return nil, err
 	}
-	typed, err := s.builtinStrategy.Typed(obj) // an apply body is unstructured
+	typed, err := s.Strategy.Typed(obj) // an apply body is unstructured
 	if err != nil {
 		return nil, err
 	}
 	if _, err := s.toStored(typed); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("converting %s %s to %s: %v", s.res.GroupVersion(), s.res.Kind, s.stored.GroupVersion(), err))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("converting %s %s to %s: %v", s.Res.GroupVersion(), s.Res.Kind, s.stored.GroupVersion(), err))
 	}
 	return unknown, nil
 }
@@ -187,7 +122,7 @@ func (s *versionStrategy) DecodeStored(value []byte) (runtime.Object, error) {
 // Default applies the served version's defaults, then the storage version's (upstream defaults
 // what it decodes from storage, so a v1 object reads back with v2's defaults converted).
 func (s *versionStrategy) Default(obj runtime.Object) {
-	s.builtinStrategy.Default(obj)
+	s.Strategy.Default(obj)
 	s.inStored(obj, s.hub().Default)
 }
 
@@ -244,11 +179,34 @@ func (s *versionStrategy) PrepareForDelete(next runtime.Object, now metav1.Time)
 	return held, err
 }
 
+// Finalizing and CheckWrite are the storage version's rules, on the converted objects.
+func (s *versionStrategy) Finalizing(obj runtime.Object) bool {
+	st, err := s.toStored(obj)
+	if err != nil {
+		return s.Strategy.Finalizing(obj)
+	}
+	return s.hub().Finalizing(st)
+}
+
+func (s *versionStrategy) CheckWrite(ctx context.Context, obj, old runtime.Object) error {
+	st, err := s.toStored(obj)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	var stOld runtime.Object
+	if old != nil {
+		if stOld, err = s.toStored(old); err != nil {
+			return apierrors.NewInternalError(err)
+		}
+	}
+	return s.hub().CheckWrite(ctx, st, stOld)
+}
+
 // Fields are the storage version's, so storage indexes every object alike.
 func (s *versionStrategy) Fields(obj runtime.Object) map[string]string {
 	st, err := s.toStored(obj)
 	if err != nil {
-		return s.builtinStrategy.Fields(obj)
+		return s.Strategy.Fields(obj)
 	}
 	return s.hub().Fields(st)
 }

@@ -1,4 +1,6 @@
-package apiserver
+// Package custom is the strategy of custom resources (registry.Strategy for the kinds of
+// CustomResourceDefinitions): unstructured objects ruled by their definition's schema.
+package custom
 
 import (
 	"context"
@@ -25,9 +27,10 @@ import (
 	"platform.io/services/gateway/defaults"
 	"platform.io/services/gateway/printers"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/builtin"
 )
 
-// customStrategy is the strategy of custom resources (kinds defined by
+// Strategy is the strategy of custom resources (kinds defined by
 // CustomResourceDefinitions): their objects are *unstructured.Unstructured. Their rules come
 // from the definition's version: the structural schema prunes unknown fields (reported like a
 // built-in kind's unknown fields, so fieldValidation treats them alike), supplies defaults and
@@ -36,27 +39,32 @@ import (
 // served version reads and writes the same objects (EncodeStored and DecodeStored rewrite
 // apiVersion only). They have no Protobuf encoding and no strategic merge patches; generation
 // counts every change outside metadata (and status, when status is a subresource).
-type customStrategy struct {
+type Strategy struct {
 	res *registry.Resource
-	fms fieldManagerSet
+	fms builtin.FieldManagers
 	// printer is built from the version's columns on first use.
 	printer atomic.Pointer[printers.Printer]
 }
 
-func (s *customStrategy) New() runtime.Object { return s.res.New() }
+var _ registry.Strategy = (*Strategy)(nil)
 
-func (s *customStrategy) NewList(items []runtime.Object, lm metav1.ListMeta) (runtime.Object, error) {
+// New returns the strategy of res, a resource of a definition.
+func New(res *registry.Resource) *Strategy { return &Strategy{res: res} }
+
+func (s *Strategy) New() runtime.Object { return s.res.New() }
+
+func (s *Strategy) NewList(items []runtime.Object, lm metav1.ListMeta) (runtime.Object, error) {
 	return customList(s.res, items, lm)
 }
 
-func (s *customStrategy) Protobuf() bool { return false }
+func (s *Strategy) Protobuf() bool { return false }
 
 // StrategicMerge is false: strategic merge needs Go struct tags; custom resources have none, as
 // upstream says.
-func (s *customStrategy) StrategicMerge() bool { return false }
+func (s *Strategy) StrategicMerge() bool { return false }
 
 // Normalize prunes what the schema does not know (normalizeCustom).
-func (s *customStrategy) Normalize(obj runtime.Object) ([]string, error) {
+func (s *Strategy) Normalize(obj runtime.Object) ([]string, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, nil
@@ -64,10 +72,10 @@ func (s *customStrategy) Normalize(obj runtime.Object) ([]string, error) {
 	return normalizeCustom(s.res.Custom.Schema, u)
 }
 
-func (s *customStrategy) Typed(obj runtime.Object) (runtime.Object, error) { return obj, nil }
+func (s *Strategy) Typed(obj runtime.Object) (runtime.Object, error) { return obj, nil }
 
 // EncodeStored writes the object's JSON in the storage version.
-func (s *customStrategy) EncodeStored(obj runtime.Object) ([]byte, error) {
+func (s *Strategy) EncodeStored(obj runtime.Object) ([]byte, error) {
 	gvk := s.res.GroupVersionKind()
 	gvk.Version = s.res.Custom.StorageVersion
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
@@ -80,7 +88,7 @@ func (s *customStrategy) EncodeStored(obj runtime.Object) ([]byte, error) {
 }
 
 // DecodeStored reads the stored JSON as an object of the served version.
-func (s *customStrategy) DecodeStored(value []byte) (runtime.Object, error) {
+func (s *Strategy) DecodeStored(value []byte) (runtime.Object, error) {
 	u := &unstructured.Unstructured{}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(value, &u.Object); err != nil {
 		return nil, fmt.Errorf("decoding a stored %s: %w", s.res.Kind, err)
@@ -93,7 +101,7 @@ func (s *customStrategy) DecodeStored(value []byte) (runtime.Object, error) {
 }
 
 // Default applies the schema's defaults.
-func (s *customStrategy) Default(obj runtime.Object) {
+func (s *Strategy) Default(obj runtime.Object) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		crd.Default(s.res.Custom.Schema, u.Object)
 		return
@@ -102,9 +110,9 @@ func (s *customStrategy) Default(obj runtime.Object) {
 }
 
 // CheckRequired is part of the schema's validation (Validate).
-func (s *customStrategy) CheckRequired(runtime.Object) error { return nil }
+func (s *Strategy) CheckRequired(runtime.Object) error { return nil }
 
-func (s *customStrategy) Validate(obj, old runtime.Object) field.ErrorList {
+func (s *Strategy) Validate(obj, old runtime.Object) field.ErrorList {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil
@@ -112,13 +120,13 @@ func (s *customStrategy) Validate(obj, old runtime.Object) field.ErrorList {
 	return validateCustom(s.res, u, old)
 }
 
-func (s *customStrategy) ValidateName(name string) []string {
+func (s *Strategy) ValidateName(name string) []string {
 	return validation.IsDNS1123Subdomain(name)
 }
 
 // PrepareForCreate: custom objects always count generations; status is the status
 // subresource's to set.
-func (s *customStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+func (s *Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
@@ -131,7 +139,7 @@ func (s *customStrategy) PrepareForCreate(_ context.Context, obj runtime.Object)
 
 // PrepareForUpdate: the status subresource changes only status (keeping the managedFields the
 // write computed); the main resource keeps the stored status when status is a subresource.
-func (s *customStrategy) PrepareForUpdate(subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
+func (s *Strategy) PrepareForUpdate(subresource string, newObj, cur runtime.Object) (runtime.Object, error) {
 	res := s.res
 	next, curU := newObj.(*unstructured.Unstructured), cur.(*unstructured.Unstructured)
 	if subresource == "status" {
@@ -141,7 +149,7 @@ func (s *customStrategy) PrepareForUpdate(subresource string, newObj, cur runtim
 		setUnstructuredStatus(out, status, ok)
 		return out, nil
 	}
-	copySystemFields(next, curU)
+	builtin.CopySystemFields(next, curU)
 	if res.HasStatus {
 		status, ok := unstructuredStatus(curU)
 		setUnstructuredStatus(next, status, ok)
@@ -149,21 +157,29 @@ func (s *customStrategy) PrepareForUpdate(subresource string, newObj, cur runtim
 	if customSpecChanged(res, next, curU) {
 		next.SetGeneration(curU.GetGeneration() + 1)
 	}
-	if err := checkNewFinalizers(res, next, curU); err != nil {
+	if err := builtin.CheckNewFinalizers(res, next, curU); err != nil {
 		return nil, err
 	}
 	return next, nil
 }
 
 // PrepareForDelete leaves custom objects to the generic rules (finalizers).
-func (s *customStrategy) PrepareForDelete(runtime.Object, metav1.Time) (bool, error) {
+func (s *Strategy) PrepareForDelete(runtime.Object, metav1.Time) (bool, error) {
 	return false, nil
 }
 
+// Finalizing: an object being deleted stays while metadata.finalizers hold it.
+func (s *Strategy) Finalizing(obj runtime.Object) bool {
+	return len(registry.Meta(obj).GetFinalizers()) > 0
+}
+
+// CheckWrite: custom objects' rules are their schema's (Validate).
+func (s *Strategy) CheckWrite(context.Context, runtime.Object, runtime.Object) error { return nil }
+
 // FieldManager uses a type converter built from every version's schema, and converter,
 // defaulter and creater for unstructured objects.
-func (s *customStrategy) FieldManager(subresource string) (*managedfields.FieldManager, error) {
-	return s.fms.get(subresource, func() (*managedfields.FieldManager, error) {
+func (s *Strategy) FieldManager(subresource string) (*managedfields.FieldManager, error) {
+	return s.fms.Get(subresource, func() (*managedfields.FieldManager, error) {
 		res := s.res
 		tc, convertor, def, creater, err := customFieldManagerParts(res)
 		if err != nil {
@@ -179,12 +195,12 @@ func (s *customStrategy) FieldManager(subresource string) (*managedfields.FieldM
 			}
 		}
 		return managedfields.NewDefaultFieldManager(tc, convertor, def, creater,
-			res.GroupVersionKind(), res.GroupVersion(), subresource, resetFields(res, reset))
+			res.GroupVersionKind(), res.GroupVersion(), subresource, builtin.ResetFields(res, reset))
 	})
 }
 
 // Replicas reads the scale subresource through the definition's paths.
-func (s *customStrategy) Replicas(obj runtime.Object) (spec, status int32, selector string, err error) {
+func (s *Strategy) Replicas(obj runtime.Object) (spec, status int32, selector string, err error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || s.res.Custom.Scale == nil {
 		return 0, 0, "", fmt.Errorf("%T has no scale subresource", obj)
@@ -192,7 +208,7 @@ func (s *customStrategy) Replicas(obj runtime.Object) (spec, status int32, selec
 	return customReplicas(s.res.Custom.Scale, u)
 }
 
-func (s *customStrategy) SetReplicas(obj runtime.Object, n int32) error {
+func (s *Strategy) SetReplicas(obj runtime.Object, n int32) error {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || s.res.Custom.Scale == nil {
 		return nil
@@ -200,10 +216,10 @@ func (s *customStrategy) SetReplicas(obj runtime.Object, n int32) error {
 	return unstructured.SetNestedField(u.Object, int64(n), jsonPathFields(s.res.Custom.Scale.SpecReplicasPath)...)
 }
 
-func (s *customStrategy) Fields(obj runtime.Object) map[string]string { return s.res.Fields(obj) }
+func (s *Strategy) Fields(obj runtime.Object) map[string]string { return s.res.Fields(obj) }
 
 // Printer builds the version's additionalPrinterColumns on first use.
-func (s *customStrategy) Printer(runtime.Object) (*printers.Printer, error) {
+func (s *Strategy) Printer(runtime.Object) (*printers.Printer, error) {
 	if p := s.printer.Load(); p != nil {
 		return p, nil
 	}
@@ -215,13 +231,13 @@ func (s *customStrategy) Printer(runtime.Object) (*printers.Printer, error) {
 	return p, nil
 }
 
-func (s *customStrategy) Definition() *apiextensionsv1.CustomResourceDefinition {
+func (s *Strategy) Definition() *apiextensionsv1.CustomResourceDefinition {
 	return s.res.Custom.CRD
 }
 
-// decodeUnstructured decodes a JSON object into u, keeping integers as int64, and returns the
+// DecodeUnstructured decodes a JSON object into u, keeping integers as int64, and returns the
 // duplicate fields it saw.
-func decodeUnstructured(data []byte, u *unstructured.Unstructured) ([]string, error) {
+func DecodeUnstructured(data []byte, u *unstructured.Unstructured) ([]string, error) {
 	var content map[string]any
 	strictErrs, err := kjson.UnmarshalStrict(data, &content)
 	if err != nil {

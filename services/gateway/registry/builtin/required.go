@@ -1,10 +1,13 @@
-package apiserver
+package builtin
 
 import (
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -101,20 +104,23 @@ func holdsStructs(t reflect.Type) bool {
 	return false
 }
 
-// checkRequired reports every missing required field of obj as one 400, as its kind's strategy
-// finds them.
-func checkRequired(res *registry.Resource, obj runtime.Object) error {
-	return res.Strategy().CheckRequired(obj)
-}
-
-// checkRequiredFields reports every missing required field of a built-in object as one 400.
-func checkRequiredFields(res *registry.Resource, obj runtime.Object) error {
+// CheckRequiredFields reports every missing required field of a built-in object as one 400.
+func CheckRequiredFields(res *registry.Resource, obj runtime.Object) error {
 	var errs field.ErrorList
 	walkRequired(reflect.ValueOf(obj).Elem(), nil, &errs)
 	if len(errs) == 0 {
 		return nil
 	}
-	return requiredError(res, mustMeta(obj).GetName(), errs)
+	return RequiredError(res, registry.Meta(obj).GetName(), errs)
+}
+
+// RequiredError is the 400 for missing required fields: the spec lists them with wrong types as
+// decoding errors, not as 422 validation failures.
+func RequiredError(res *registry.Resource, name string, errs field.ErrorList) error {
+	se := apierrors.NewInvalid(res.GroupVersionKind().GroupKind(), name, errs)
+	se.ErrStatus.Code = http.StatusBadRequest
+	se.ErrStatus.Reason = metav1.StatusReasonBadRequest
+	return se
 }
 
 func walkRequired(v reflect.Value, path *field.Path, errs *field.ErrorList) {

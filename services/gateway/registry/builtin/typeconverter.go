@@ -1,4 +1,4 @@
-package apiserver
+package builtin
 
 import (
 	"reflect"
@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v4/value"
 )
 
-// builtinTypeConverter is client-go's type converter of the built-in kinds' schemas
+// typeConverter is client-go's type converter of the built-in kinds' schemas
 // (applyconfigurations.NewTypeConverter), except for one call: a typed Go object converted with
 // typed.AllowDuplicates, as the field manager converts the live and the new object of every
 // update, is wrapped without the validating walk.
@@ -30,20 +30,20 @@ import (
 // an error (an apply onto such a live object). Everything else (unstructured objects, and
 // conversions that must reject duplicates, such as an applied configuration) goes to client-go's
 // converter. TestBuiltinTypeConverterMatchesClientGo compares the two on every built-in kind.
-type builtinTypeConverter struct {
+type typeConverter struct {
 	inner *cgtesting.TypeConverter
 	// names caches each kind's schema name (client-go derives it from the Go type the scheme
 	// makes for the kind, on every call).
 	names sync.Map // schema.GroupVersionKind -> typed.ParseableType
 }
 
-func newBuiltinTypeConverter(scheme *runtime.Scheme) *builtinTypeConverter {
-	return &builtinTypeConverter{inner: applyconfigurations.NewTypeConverter(scheme)}
+func newTypeConverter(scheme *runtime.Scheme) *typeConverter {
+	return &typeConverter{inner: applyconfigurations.NewTypeConverter(scheme)}
 }
 
-var _ managedfields.TypeConverter = (*builtinTypeConverter)(nil)
+var _ managedfields.TypeConverter = (*typeConverter)(nil)
 
-func (c *builtinTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+func (c *typeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
 	if _, ok := obj.(*unstructured.Unstructured); ok || !slices.Equal(opts, []typed.ValidationOptions{typed.AllowDuplicates}) {
 		return c.inner.ObjectToTyped(obj, opts...)
 	}
@@ -58,13 +58,13 @@ func (c *builtinTypeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.V
 	return typed.AsTypedUnvalidated(v, pt.Schema, pt.TypeRef), nil
 }
 
-func (c *builtinTypeConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+func (c *typeConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
 	return c.inner.TypedToObject(v)
 }
 
 // parseableType resolves gvk's schema type as client-go does: the name of the Go type the scheme
 // makes for gvk, in OpenAPI's form (k8s.io/api/core/v1.ConfigMap is io.k8s.api.core.v1.ConfigMap).
-func (c *builtinTypeConverter) parseableType(gvk schema.GroupVersionKind) (typed.ParseableType, bool) {
+func (c *typeConverter) parseableType(gvk schema.GroupVersionKind) (typed.ParseableType, bool) {
 	if pt, ok := c.names.Load(gvk); ok {
 		return pt.(typed.ParseableType), true
 	}

@@ -1,15 +1,22 @@
-package apiserver
+// Package autoscaling holds the conversions of HorizontalPodAutoscalers between autoscaling/v1
+// (served) and autoscaling/v2 (stored), written from upstream's facts (its conversions live in
+// k8s.io/kubernetes, which is not imported).
+package autoscaling
 
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"platform.io/libs/naming"
+	"platform.io/services/gateway/registry/builtin"
 )
 
 // HorizontalPodAutoscalers are stored as autoscaling/v2 and served as autoscaling/v1 too, with
@@ -405,3 +412,53 @@ func metricStatusFromV1(in autoscalingv1.MetricStatus) autoscalingv2.MetricStatu
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// Conversions are the conversions of every kind this group serves in a second version, by the
+// served version's Go type.
+var Conversions = map[reflect.Type]builtin.Conversion{
+	reflect.TypeOf(&autoscalingv1.HorizontalPodAutoscaler{}): {
+		ToStored: func(o runtime.Object) (runtime.Object, error) {
+			in, ok := o.(*autoscalingv1.HorizontalPodAutoscaler)
+			if !ok {
+				return nil, fmt.Errorf("converting to autoscaling/v2: got %T", o)
+			}
+			return hpaV1ToV2(in)
+		},
+		FromStored: func(o runtime.Object) (runtime.Object, error) {
+			in, ok := o.(*autoscalingv2.HorizontalPodAutoscaler)
+			if !ok {
+				return nil, fmt.Errorf("converting to autoscaling/v1: got %T", o)
+			}
+			return hpaV2ToV1(in)
+		},
+	},
+}
+
+// AddToScheme registers the conversions in the scheme too: the field manager converts
+// objects to the version each managedFields entry was written in (an object written through
+// autoscaling/v2 and applied through autoscaling/v1 is compared in both).
+func AddToScheme(s *runtime.Scheme) {
+	must := func(err error) {
+		if err != nil {
+			panic(fmt.Sprintf("autoscaling: registering a version conversion: %v", err))
+		}
+	}
+	must(s.AddConversionFunc((*autoscalingv1.HorizontalPodAutoscaler)(nil), (*autoscalingv2.HorizontalPodAutoscaler)(nil),
+		func(a, b any, _ conversion.Scope) error {
+			out, err := hpaV1ToV2(a.(*autoscalingv1.HorizontalPodAutoscaler))
+			if err != nil {
+				return err
+			}
+			*b.(*autoscalingv2.HorizontalPodAutoscaler) = *out
+			return nil
+		}))
+	must(s.AddConversionFunc((*autoscalingv2.HorizontalPodAutoscaler)(nil), (*autoscalingv1.HorizontalPodAutoscaler)(nil),
+		func(a, b any, _ conversion.Scope) error {
+			out, err := hpaV2ToV1(a.(*autoscalingv2.HorizontalPodAutoscaler))
+			if err != nil {
+				return err
+			}
+			*b.(*autoscalingv1.HorizontalPodAutoscaler) = *out
+			return nil
+		}))
+}

@@ -19,9 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"platform.io/libs/naming"
-	"platform.io/libs/storage"
-	"platform.io/services/gateway/admission"
-	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
 	"platform.io/services/gateway/request"
@@ -30,15 +27,14 @@ import (
 // Config is what the resource API needs from the process that serves it.
 type Config struct {
 	Registry *registry.Registry
-	Storage  *storage.Client
-	// Authn identifies callers, reviews tokens and issues service account tokens (the
-	// authentication service); Authz decides requests, lists rules and checks RBAC escalation (the
-	// authorization service).
-	Authn *auth.Remote
-	Authz *auth.RemoteAuthorizer
+	Storage  Storage
+	// Authn reviews tokens and issues service account tokens (the authentication service);
+	// Authz decides requests, lists rules and checks RBAC escalation (the authorization service).
+	Authn Authenticator
+	Authz Authorizer
 	// Admission runs the admission plugins and webhooks on writes (the admission service); nil
 	// means no admission, with the namespace lifecycle rules of creates and deletes enforced here.
-	Admission *admission.Client
+	Admission Admission
 	Logger    *slog.Logger
 	// MinRequestTimeout bounds watches that name no timeoutSeconds: they end after a random
 	// duration in [MinRequestTimeout, 2*MinRequestTimeout), as upstream's --min-request-timeout.
@@ -68,10 +64,10 @@ type Config struct {
 type API struct {
 	reg       *registry.Registry
 	codec     *codec
-	store     *storage.Client
-	authn     *auth.Remote
-	authz     *auth.RemoteAuthorizer
-	admission *admission.Client
+	store     Storage
+	authn     Authenticator
+	authz     Authorizer
+	admission Admission
 	log       *slog.Logger
 	cfg       Config
 	now       func() time.Time

@@ -141,7 +141,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	go adm.Run(runCtx)
 	api := apiserver.New(apiserver.Config{
 		Registry:          reg,
-		Storage:           storage.NewClient(storageConn),
+		Storage:           apiserver.StorageClient(storage.NewClient(storageConn)),
 		Authn:             authn,
 		Authz:             authz,
 		Admission:         adm,

@@ -19,6 +19,7 @@ func (a *API) strategies(shared *builtin.Shared) registry.StrategyFactory {
 	return kinds.Factory(kinds.Deps{
 		Registry: a.reg,
 		Shared:   shared,
+		Log:      a.log,
 		RBAC: rbac.Deps{Authorizer: a.authz, Log: a.log, Get: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error) {
 			res, ok := a.reg.Resource(gvr)
 			if !ok {
@@ -27,5 +28,7 @@ func (a *API) strategies(shared *builtin.Shared) registry.StrategyFactory {
 			return a.getCurrent(ctx, res, namespace, name)
 		}},
 		ProtectNamespaces: a.admission == nil,
+		Tokens:            a.authn,
+		Authz:             a.authz,
 	})
 }

@@ -181,23 +181,3 @@ func (a *API) coreResource(resource string) *registry.Resource {
 	res, _ := a.reg.Resource(schema.GroupVersionResource{Version: "v1", Resource: resource})
 	return res
 }
-
-// reviewToken answers a TokenReview from the authentication service.
-func (a *API) reviewToken(ctx context.Context, tr *authenticationv1.TokenReview) error {
-	if tr.Spec.Token == "" {
-		return apierrors.NewBadRequest("token is required for TokenReview in " + registry.TokenRequestGroupVersionKind.Group)
-	}
-	u, auds, err := a.authn.ReviewToken(ctx, tr.Spec.Token, tr.Spec.Audiences)
-	var refused *auth.UnauthorizedError
-	if err != nil && !errors.As(err, &refused) {
-		return a.dependencyError(ctx, err)
-	}
-	tr.Status = authenticationv1.TokenReviewStatus{}
-	if refused != nil {
-		tr.Status.Error = refused.Reason
-		return nil
-	}
-	tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: auds,
-		User: authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups, Extra: toExtra(u.Extra)}}
-	return nil
-}

@@ -161,3 +161,11 @@ func (r *Registry) DefinitionResources(crd *apiextensionsv1.CustomResourceDefini
 	}
 	return out
 }
+
+// Reviewer is implemented by the strategies of virtual kinds (Resource.Virtual: access and token
+// reviews): a create is answered, not stored. Review completes obj (the decoded body, in the
+// request's namespace for a namespaced kind) from the request's identity and the services behind
+// the gateway; an error is the request's.
+type Reviewer interface {
+	Review(ctx context.Context, obj runtime.Object, namespace string) error
+}

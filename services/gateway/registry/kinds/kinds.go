@@ -6,6 +6,7 @@ package kinds
 
 import (
 	"fmt"
+	"log/slog"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +17,8 @@ import (
 	"platform.io/services/gateway/registry/apiextensions"
 	"platform.io/services/gateway/registry/apiregistration"
 	"platform.io/services/gateway/registry/apps"
+	"platform.io/services/gateway/registry/authentication"
+	"platform.io/services/gateway/registry/authorization"
 	"platform.io/services/gateway/registry/autoscaling"
 	"platform.io/services/gateway/registry/builtin"
 	"platform.io/services/gateway/registry/certificates"
@@ -30,8 +33,13 @@ import (
 type Deps struct {
 	Registry *registry.Registry
 	Shared   *builtin.Shared
+	// Log receives the rules' log lines (a dependency that cannot decide).
+	Log *slog.Logger
 	// RBAC is what escalation prevention asks and reads.
 	RBAC rbac.Deps
+	// Tokens and Authz answer the review kinds (token and access reviews).
+	Tokens authentication.TokenReviewer
+	Authz  authorization.Authorizer
 	// ProtectNamespaces refuses deletes of the initial namespaces in the gateway: when no
 	// admission service runs NamespaceLifecycle, which refuses them otherwise.
 	ProtectNamespaces bool
@@ -49,6 +57,7 @@ func byKind() map[schema.GroupKind]wrapper {
 		return schema.GroupKind{Group: naming.Group(upstreamGroup), Kind: kind}
 	}
 	rbacKind := func(b *builtin.Strategy, d Deps) registry.Strategy { return rbac.New(b, d.RBAC) }
+	authz := func(b *builtin.Strategy, d Deps) registry.Strategy { return authorization.New(b, d.Authz, d.Log) }
 	return map[schema.GroupKind]wrapper{
 		gk("", "Namespace"): func(b *builtin.Strategy, d Deps) registry.Strategy {
 			return core.NewNamespace(b, d.ProtectNamespaces)
@@ -71,6 +80,14 @@ func byKind() map[schema.GroupKind]wrapper {
 		gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"):   same(admissionregistration.New),
 		gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): same(admissionregistration.New),
 		{Group: apiregistration.GroupVersion.Group, Kind: "APIService"}:      same(apiregistration.New),
+		gk("authentication.k8s.io", "SelfSubjectReview"):                     same(authentication.NewSelfSubjectReview),
+		gk("authentication.k8s.io", "TokenReview"): func(b *builtin.Strategy, d Deps) registry.Strategy {
+			return authentication.NewTokenReview(b, d.Tokens, d.Log)
+		},
+		gk("authorization.k8s.io", "SubjectAccessReview"):      authz,
+		gk("authorization.k8s.io", "SelfSubjectAccessReview"):  authz,
+		gk("authorization.k8s.io", "LocalSubjectAccessReview"): authz,
+		gk("authorization.k8s.io", "SelfSubjectRulesReview"):   authz,
 	}
 }
 

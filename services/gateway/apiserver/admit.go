@@ -13,12 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	admissionv1 "platform.io/proto/admission/v1"
 	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // Admission in the write path, in upstream's places: the mutating phase sees the object as the
@@ -29,30 +29,35 @@ import (
 // its interest set says some plugin or webhook may act on the write, or when a namespaced create
 // targets a namespace that is missing or terminating (NamespaceLifecycle and friends decide).
 
-// The operations admission distinguishes.
-const (
-	admissionCreate = "CREATE"
-	admissionUpdate = "UPDATE"
-	admissionDelete = "DELETE"
-)
+// admitter is admission in the store's write path (generic.Admitter): the admission service,
+// or, without one, the namespace lifecycle rule of creates enforced here.
+type admitter struct{ a *API }
 
-// admissionAttempt is what one write tells admission.
-type admissionAttempt struct {
-	res      *registry.Resource
-	op       string
-	sub      string
-	obj, old runtime.Object
-	// kind is the objects' kind when it is not the resource's (autoscaling/v1 Scale for scale);
-	// decode reads such an object back from mutating admission.
-	kind   schema.GroupVersionKind
-	decode func([]byte) (runtime.Object, error)
-	// options is the operation's options (DeleteOptions for deletes); nil builds them.
-	options runtime.Object
+// Mutate runs the mutating phase.
+func (m admitter) Mutate(ctx context.Context, at generic.Attempt) (runtime.Object, error) {
+	return m.a.admissionMutate(ctx, at)
+}
+
+// Validate runs the validating phase; without an admission service, a create must land in a
+// namespace that exists and is not terminating.
+func (m admitter) Validate(ctx context.Context, at generic.Attempt) error {
+	if m.a.admission == nil {
+		if at.Op == generic.OpCreate {
+			return m.a.checkNamespace(ctx, at.Res, mustMeta(at.Obj).GetNamespace())
+		}
+		return nil
+	}
+	return m.a.admissionValidate(ctx, at)
+}
+
+// Delete runs both phases for a delete.
+func (m admitter) Delete(ctx context.Context, at generic.Attempt) error {
+	return m.a.admitDelete(ctx, at)
 }
 
 // admissionFor builds the request of a write, or nil when nobody is interested (or the write is
 // the gateway's own).
-func (a *API) admissionFor(ctx context.Context, at admissionAttempt) (*admissionv1.AdmissionRequest, error) {
+func (a *API) admissionFor(ctx context.Context, at generic.Attempt) (*admissionv1.AdmissionRequest, error) {
 	if a.admission == nil {
 		return nil, nil
 	}
@@ -62,7 +67,7 @@ func (a *API) admissionFor(ctx context.Context, at admissionAttempt) (*admission
 	}
 	info := requestInfoFrom(ctx)
 	ns, name := "", ""
-	if m := metaOf(at.obj, at.old); m != nil {
+	if m := metaOf(at.Obj, at.Old); m != nil {
 		ns, name = m.GetNamespace(), m.GetName()
 	}
 	if info != nil {
@@ -74,12 +79,12 @@ func (a *API) admissionFor(ctx context.Context, at admissionAttempt) (*admission
 		}
 	}
 	want := admission.Request{
-		Operation: at.op, Group: at.res.Group, Resource: at.res.Resource, Subresource: at.sub,
-		Namespaced: at.res.Namespaced, Namespace: ns, UserGroups: u.Groups,
-		OwnerReferences: ownerReferencesChanged(at.obj, at.old),
+		Operation: at.Op, Group: at.Res.Group, Resource: at.Res.Resource, Subresource: at.Sub,
+		Namespaced: at.Res.Namespaced, Namespace: ns, UserGroups: u.Groups,
+		OwnerReferences: ownerReferencesChanged(at.Obj, at.Old),
 	}
 	interested := a.admission.Interested(want)
-	if !interested && at.op == admissionCreate && at.res.Namespaced && ns != "" {
+	if !interested && at.Op == generic.OpCreate && at.Res.Namespaced && ns != "" {
 		// NamespaceLifecycle, NamespaceExists and NamespaceAutoProvision decide about creates in
 		// a namespace that is missing or terminating.
 		phase, err := a.nsCache.phase(ctx, ns)
@@ -93,13 +98,13 @@ func (a *API) admissionFor(ctx context.Context, at admissionAttempt) (*admission
 	if !interested {
 		return nil, nil
 	}
-	gvk := at.res.GroupVersionKind()
-	if !at.kind.Empty() {
-		gvk = at.kind
+	gvk := at.Res.GroupVersionKind()
+	if !at.Kind.Empty() {
+		gvk = at.Kind
 	}
-	gvr := at.res.GroupVersionResource
+	gvr := at.Res.GroupVersionResource
 	req := &admissionv1.AdmissionRequest{
-		Operation: at.op, Namespace: ns, Name: name, SubResource: at.sub, RequestSubResource: at.sub,
+		Operation: at.Op, Namespace: ns, Name: name, SubResource: at.Sub, RequestSubResource: at.Sub,
 		Kind:            &admissionv1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 		Resource:        &admissionv1.GroupVersionResource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource},
 		RequestKind:     &admissionv1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
@@ -119,53 +124,53 @@ func (a *API) admissionFor(ctx context.Context, at admissionAttempt) (*admission
 			req.User.Extra[k] = &admissionv1.Values{Values: v}
 		}
 	}
-	for _, o := range []runtime.Object{at.obj, at.old} {
+	for _, o := range []runtime.Object{at.Obj, at.Old} {
 		if o != nil && !reflect.ValueOf(o).IsNil() && o.GetObjectKind().GroupVersionKind().Empty() {
 			o.GetObjectKind().SetGroupVersionKind(gvk)
 		}
 	}
 	var err error
-	if req.Object, err = encodeForAdmission(at.obj); err != nil {
+	if req.Object, err = encodeForAdmission(at.Obj); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	if req.OldObject, err = encodeForAdmission(at.old); err != nil {
+	if req.OldObject, err = encodeForAdmission(at.Old); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	if at.options != nil {
-		if req.Options, err = json.Marshal(at.options); err != nil {
+	if at.Options != nil {
+		if req.Options, err = json.Marshal(at.Options); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
 	} else {
-		req.Options = optionsFor(at.op, req.DryRun)
+		req.Options = optionsFor(at.Op, req.DryRun)
 	}
 	return req, nil
 }
 
 // admissionMutate runs the mutating phase; it returns the object to continue with (the mutated
 // one, decoded and defaulted, when a plugin or webhook changed it).
-func (a *API) admissionMutate(ctx context.Context, at admissionAttempt) (runtime.Object, error) {
+func (a *API) admissionMutate(ctx context.Context, at generic.Attempt) (runtime.Object, error) {
 	req, err := a.admissionFor(ctx, at)
 	if err != nil || req == nil {
-		return at.obj, err
+		return at.Obj, err
 	}
 	resp, err := a.admission.Admit(ctx, req)
 	if err := a.admissionOutcome(ctx, resp, err); err != nil {
 		return nil, err
 	}
-	if len(resp.GetObject()) == 0 || at.obj == nil {
-		return at.obj, nil
+	if len(resp.GetObject()) == 0 || at.Obj == nil {
+		return at.Obj, nil
 	}
 	var obj runtime.Object
-	if at.decode != nil {
-		obj, err = at.decode(resp.GetObject())
+	if at.Decode != nil {
+		obj, err = at.Decode(resp.GetObject())
 	} else {
-		obj, err = a.decodeAdmitted(at.res, resp.GetObject())
+		obj, err = a.decodeAdmitted(at.Res, resp.GetObject())
 	}
 	if err != nil {
 		return nil, err
 	}
 	// Admission may not move an object: the request's namespace and name stand.
-	before, after := metaOf(at.obj), metaOf(obj)
+	before, after := metaOf(at.Obj), metaOf(obj)
 	if before != nil && after != nil {
 		if after.GetNamespace() != before.GetNamespace() {
 			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
@@ -178,7 +183,7 @@ func (a *API) admissionMutate(ctx context.Context, at admissionAttempt) (runtime
 }
 
 // admissionValidate runs the validating phase.
-func (a *API) admissionValidate(ctx context.Context, at admissionAttempt) error {
+func (a *API) admissionValidate(ctx context.Context, at generic.Attempt) error {
 	req, err := a.admissionFor(ctx, at)
 	if err != nil || req == nil {
 		return err
@@ -188,7 +193,7 @@ func (a *API) admissionValidate(ctx context.Context, at admissionAttempt) error 
 }
 
 // admitDelete runs both phases for a delete (one request built once).
-func (a *API) admitDelete(ctx context.Context, at admissionAttempt) error {
+func (a *API) admitDelete(ctx context.Context, at generic.Attempt) error {
 	req, err := a.admissionFor(ctx, at)
 	if err != nil || req == nil {
 		return err
@@ -254,14 +259,6 @@ func (a *API) decodeAdmitted(res *registry.Resource, data []byte) (runtime.Objec
 	return obj, nil
 }
 
-// deleteOptionsForAdmission is the request's DeleteOptions with their kind, as admission sees
-// them.
-func deleteOptionsForAdmission(opts *metav1.DeleteOptions) runtime.Object {
-	o := opts.DeepCopy()
-	o.TypeMeta = metav1.TypeMeta{Kind: "DeleteOptions", APIVersion: "meta.k8s.io/v1"}
-	return o
-}
-
 func encodeForAdmission(obj runtime.Object) ([]byte, error) {
 	if obj == nil || reflect.ValueOf(obj).IsNil() {
 		return nil, nil
@@ -280,11 +277,11 @@ func optionsFor(op string, dry bool) []byte {
 	}
 	var o any
 	switch op {
-	case admissionCreate:
+	case generic.OpCreate:
 		o = &metav1.CreateOptions{TypeMeta: metav1.TypeMeta{Kind: "CreateOptions", APIVersion: "meta.k8s.io/v1"}, DryRun: dryRun}
-	case admissionUpdate:
+	case generic.OpUpdate:
 		o = &metav1.UpdateOptions{TypeMeta: metav1.TypeMeta{Kind: "UpdateOptions", APIVersion: "meta.k8s.io/v1"}, DryRun: dryRun}
-	case admissionDelete:
+	case generic.OpDelete:
 		o = &metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{Kind: "DeleteOptions", APIVersion: "meta.k8s.io/v1"}, DryRun: dryRun}
 	default:
 		return nil

@@ -21,6 +21,7 @@ import (
 	"platform.io/libs/naming"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
+	"platform.io/services/gateway/registry/generic"
 	"platform.io/services/gateway/request"
 )
 
@@ -62,9 +63,11 @@ type Config struct {
 
 // API serves the resource API.
 type API struct {
-	reg       *registry.Registry
-	codec     *codec
-	store     Storage
+	reg   *registry.Registry
+	codec *codec
+	store Storage
+	// gen is the generic store every write goes through.
+	gen       *generic.Store
 	authn     Authenticator
 	authz     Authorizer
 	admission Admission
@@ -84,8 +87,6 @@ type API struct {
 	// customWatches are the direct storage watches of custom resources, ended when their
 	// definition changes or goes away.
 	customWatches watchCancels
-	// onChange are told of every object this gateway changes or deletes (changed).
-	onChange []func(res *registry.Resource, namespace, name string)
 	// remoteGroups lists the groups served by extension API servers (SetDiscoveryExtension).
 	remoteGroups atomic.Pointer[func() []metav1.APIGroup]
 }
@@ -123,6 +124,8 @@ func New(cfg Config) *API {
 		cfg:       cfg,
 		now:       cfg.Now,
 	}
+	a.gen = generic.New(generic.Config{Storage: a.store, Authorizer: a.authz, Admitter: admitter{a}, Log: a.log, Now: a.now,
+		CreateGuard: a.crdTerminating})
 	a.nsCache = newNamespaceCache(a)
 	a.deprecatedAPIs = newDeprecatedAPIsGauge(cfg.Metrics)
 	a.listCaches.served = newListCacheMetric(cfg.Metrics)

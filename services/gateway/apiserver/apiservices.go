@@ -16,6 +16,7 @@ import (
 	"platform.io/services/gateway/aggregator/apiregistration"
 	"platform.io/services/gateway/registry"
 	apiregistrationkind "platform.io/services/gateway/registry/apiregistration"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // The aggregator package reaches the stored APIServices (registry/apiregistration holds their
@@ -54,20 +55,20 @@ func (g *Aggregation) Follow(ctx context.Context, fn func(map[string]*apiregistr
 }
 
 func (g *Aggregation) followOnce(ctx context.Context, fn func(map[string]*apiregistration.APIService)) error {
-	list, err := g.a.store.List(ctx, &storagev1.ListRequest{Type: storageType(g.res)})
+	list, err := g.a.store.List(ctx, &storagev1.ListRequest{Type: generic.StorageType(g.res)})
 	if err != nil {
 		return err
 	}
 	known := map[string]*apiregistration.APIService{}
 	for _, o := range list.Items {
-		obj, err := g.a.fromStored(g.res, o)
+		obj, err := g.a.gen.Decode(g.res, o)
 		if err != nil {
 			continue
 		}
 		known[o.Name] = obj.(*apiregistration.APIService)
 	}
 	fn(copySet(known))
-	stream, err := g.a.store.Watch(ctx, &storagev1.WatchRequest{Type: storageType(g.res), ResourceVersion: strconv.FormatInt(list.ResourceVersion, 10)})
+	stream, err := g.a.store.Watch(ctx, &storagev1.WatchRequest{Type: generic.StorageType(g.res), ResourceVersion: strconv.FormatInt(list.ResourceVersion, 10)})
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (g *Aggregation) followOnce(ctx context.Context, fn func(map[string]*apireg
 					delete(known, ev.Object.Name)
 					continue
 				}
-				obj, err := g.a.fromStored(g.res, ev.Object)
+				obj, err := g.a.gen.Decode(g.res, ev.Object)
 				if err != nil {
 					continue
 				}
@@ -112,7 +113,7 @@ func copySet(m map[string]*apiregistration.APIService) map[string]*apiregistrati
 
 // Get reads one stored APIService.
 func (g *Aggregation) Get(ctx context.Context, name string) (*apiregistration.APIService, error) {
-	obj, err := g.a.getCurrent(ctx, g.res, "", name)
+	obj, err := g.a.gen.Get(ctx, g.res, "", name)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func (g *Aggregation) Get(ctx context.Context, name string) (*apiregistration.AP
 func (g *Aggregation) Create(ctx context.Context, obj *apiregistration.APIService, manager string) error {
 	obj = obj.DeepCopy()
 	obj.SetGroupVersionKind(g.res.GroupVersionKind())
-	_, err := g.a.createObject(ctx, g.res, &writeRequest{obj: obj, meta: obj, manager: manager})
+	_, err := g.a.gen.Create(ctx, g.res, &generic.Create{Obj: obj, Manager: manager})
 	return err
 }
 
@@ -155,9 +156,9 @@ func (g *Aggregation) UpdateStatus(ctx context.Context, cur, next *apiregistrati
 // write stores next through subresource in place of cur: a conflict when the APIService
 // changed since cur was read.
 func (g *Aggregation) write(ctx context.Context, subresource string, cur, next *apiregistration.APIService, manager string) error {
-	_, _, err := g.a.guaranteedUpdate(ctx, &writeOp{
-		res: g.res, name: cur.Name, subresource: subresource, manager: manager,
-		transform: func(context.Context, runtime.Object) (runtime.Object, error) {
+	_, _, err := g.a.gen.Update(ctx, &generic.Update{
+		Res: g.res, Name: cur.Name, Subresource: subresource, Manager: manager,
+		Transform: func(context.Context, runtime.Object) (runtime.Object, error) {
 			out := next.DeepCopy()
 			out.SetGroupVersionKind(g.res.GroupVersionKind())
 			out.ResourceVersion = cur.ResourceVersion
@@ -170,9 +171,9 @@ func (g *Aggregation) write(ctx context.Context, subresource string, cur, next *
 // Delete removes an APIService if it still is at resourceVersion rv.
 func (g *Aggregation) Delete(ctx context.Context, name, rv string) error {
 	v, _ := strconv.ParseInt(rv, 10, 64)
-	_, err := g.a.store.Delete(ctx, &storagev1.DeleteRequest{Type: storageType(g.res), Name: name, Preconditions: &storagev1.Preconditions{ResourceVersion: v}})
+	_, err := g.a.store.Delete(ctx, &storagev1.DeleteRequest{Type: generic.StorageType(g.res), Name: name, Preconditions: &storagev1.Preconditions{ResourceVersion: v}})
 	if err != nil {
-		return fromStorage(err, g.res.GroupResource(), name)
+		return generic.FromStorage(err, g.res.GroupResource(), name)
 	}
 	return nil
 }
@@ -183,7 +184,7 @@ func (g *Aggregation) Service(ctx context.Context, namespace, name string) (*cor
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "services"}, name)
 	}
-	obj, err := g.a.getCurrent(ctx, res, namespace, name)
+	obj, err := g.a.gen.Get(ctx, res, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +197,7 @@ func (g *Aggregation) Endpoints(ctx context.Context, namespace, name string) (*c
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "endpoints"}, name)
 	}
-	obj, err := g.a.getCurrent(ctx, res, namespace, name)
+	obj, err := g.a.gen.Get(ctx, res, namespace, name)
 	if err != nil {
 		return nil, err
 	}

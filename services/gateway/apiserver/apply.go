@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // applyObject is server-side apply: the body is the applier's whole intent for the fields it
@@ -26,14 +27,14 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 	if err != nil {
 		return nil, false, nil, err
 	}
-	fm, err := a.fieldManager(res, info.subresource)
+	fm, err := res.Strategy().FieldManager(info.subresource)
 	if err != nil {
 		return nil, false, nil, apierrors.NewInternalError(err)
 	}
-	obj, created, err := a.guaranteedUpdate(ctx, &writeOp{
-		res: res, namespace: info.namespace, name: info.name, subresource: info.subresource,
-		manager: manager, owned: true, create: true, dryRun: dry,
-		transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+	obj, created, err := a.gen.Update(ctx, &generic.Update{
+		Res: res, Namespace: info.namespace, Name: info.name, Subresource: info.subresource,
+		Manager: manager, Owned: true, Create: true, DryRun: dry,
+		Transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
 			live := cur
 			if live == nil {
 				live = res.Strategy().New()

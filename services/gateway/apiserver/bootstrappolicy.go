@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/bootstrappolicy"
+	"platform.io/services/gateway/registry/generic"
 	"platform.io/services/gateway/registry/rbac"
 )
 
@@ -75,10 +76,10 @@ func (a *API) reconcileDefault(ctx context.Context, resource, namespace string, 
 		return nil
 	}
 	name := mustMeta(want).GetName()
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		_, _, err := a.guaranteedUpdate(ctx, &writeOp{
-			res: res, namespace: namespace, name: name, manager: bootstrapManager, create: true,
-			transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+	for attempt := 0; attempt < generic.MaxAttempts; attempt++ {
+		_, _, err := a.gen.Update(ctx, &generic.Update{
+			Res: res, Namespace: namespace, Name: name, Manager: bootstrapManager, Create: true,
+			Transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
 				if cur == nil {
 					return want.DeepCopyObject(), nil
 				}
@@ -97,7 +98,7 @@ func (a *API) reconcileDefault(ctx context.Context, resource, namespace string, 
 			return nil
 		case errors.Is(err, errReplace):
 			// A binding's roleRef cannot change in place: upstream deletes and recreates it.
-			if _, _, err := a.deleteObject(ctx, res, namespace, name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if _, _, err := a.gen.Delete(ctx, res, namespace, name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("replacing %s %s: %w", resource, name, err)
 			}
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"platform.io/services/gateway/crd"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/apiextensions"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // CustomResourceDefinitions are served by two loops over one storage watch of the definitions:
@@ -95,13 +97,13 @@ func (a *API) RunCRDInformer(ctx context.Context, controller bool) {
 // crdPass lists the definitions, reconciles each, then follows the watch until it ends.
 // Definitions being deleted are retried every second until their objects are gone.
 func (a *API) crdPass(ctx context.Context, res *registry.Resource, controller bool) error {
-	list, err := a.store.List(ctx, &storagev1.ListRequest{Type: storageType(res)})
+	list, err := a.store.List(ctx, &storagev1.ListRequest{Type: generic.StorageType(res)})
 	if err != nil {
 		return err
 	}
 	known := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	for _, o := range list.Items {
-		obj, err := a.fromStored(res, o)
+		obj, err := a.gen.Decode(res, o)
 		if err != nil {
 			a.log.WarnContext(ctx, "decoding a stored custom resource definition", "name", o.Name, "error", err)
 			continue
@@ -125,7 +127,7 @@ func (a *API) crdPass(ctx context.Context, res *registry.Resource, controller bo
 	}
 	a.crds.syncedOnce.Do(func() { close(a.crds.synced) })
 
-	stream, err := a.store.Watch(ctx, &storagev1.WatchRequest{Type: storageType(res), ResourceVersion: fmt.Sprint(list.ResourceVersion), AllowBookmarks: true, BookmarkIntervalMs: 1000})
+	stream, err := a.store.Watch(ctx, &storagev1.WatchRequest{Type: generic.StorageType(res), ResourceVersion: fmt.Sprint(list.ResourceVersion), AllowBookmarks: true, BookmarkIntervalMs: 1000})
 	if err != nil {
 		return err
 	}
@@ -154,7 +156,7 @@ func (a *API) crdPass(ctx context.Context, res *registry.Resource, controller bo
 					}
 					continue
 				}
-				obj, err := a.fromStored(res, ev.Object)
+				obj, err := a.gen.Decode(res, ev.Object)
 				if err != nil {
 					continue
 				}
@@ -294,15 +296,19 @@ func (w *watchCancels) cancel(stale func(*registry.Resource) bool) {
 	}
 }
 
-// crdTerminating tells whether res's definition is being deleted (its kind takes no new objects).
-func (a *API) crdTerminating(res *registry.Resource) bool {
+// crdTerminating refuses creates of res's kind while its definition is being deleted (the
+// store's create guard).
+func (a *API) crdTerminating(res *registry.Resource) error {
 	def := res.Strategy().Definition()
 	if def == nil {
-		return false
+		return nil
 	}
 	a.crds.mu.Lock()
 	defer a.crds.mu.Unlock()
-	return a.crds.terminating[def.Name]
+	if a.crds.terminating[def.Name] {
+		return newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "create not allowed while custom resource definition is terminating")
+	}
+	return nil
 }
 
 // crdController writes a definition's status: names and conditions, and on deletion cleans up.
@@ -361,9 +367,9 @@ func (a *API) writeCRDStatus(ctx context.Context, res *registry.Resource, c, nex
 	if jsonEqual(c.Status, next.Status) && jsonEqual(c.Finalizers, next.Finalizers) {
 		return nil, nil
 	}
-	stored, _, err := a.guaranteedUpdate(ctx, &writeOp{
-		res: res, name: c.Name, subresource: "status", manager: crdControllerManager,
-		transform: func(context.Context, runtime.Object) (runtime.Object, error) {
+	stored, _, err := a.gen.Update(ctx, &generic.Update{
+		Res: res, Name: c.Name, Subresource: "status", Manager: crdControllerManager,
+		Transform: func(context.Context, runtime.Object) (runtime.Object, error) {
 			out := next.DeepCopy()
 			out.ResourceVersion = c.ResourceVersion
 			return out, nil
@@ -406,13 +412,13 @@ func (a *API) cleanupCRD(ctx context.Context, res *registry.Resource, c *apiexte
 		break
 	}
 	if custom != nil {
-		resp, err := a.store.List(ctx, &storagev1.ListRequest{Type: storageType(custom)})
+		resp, err := a.store.List(ctx, &storagev1.ListRequest{Type: generic.StorageType(custom)})
 		if err != nil {
 			return err
 		}
 		if len(resp.Items) > 0 {
 			for _, o := range resp.Items {
-				if _, _, err := a.deleteObject(ctx, custom, o.Namespace, o.Name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				if _, _, err := a.gen.Delete(ctx, custom, o.Namespace, o.Name, &metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					return err
 				}
 			}

@@ -2,12 +2,10 @@ package apiserver
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,8 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"platform.io/libs/naming"
-	storagev1 "platform.io/proto/storage/v1"
-	"platform.io/services/gateway/registry"
 )
 
 // parseDeleteOptions reads DeleteOptions from the body (JSON or YAML) and the query.
@@ -127,7 +123,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 		a.writeError(w, r, err)
 		return
 	}
-	obj, deleted, err := a.deleteObject(r.Context(), info.res, info.namespace, info.name, opts)
+	obj, deleted, err := a.gen.Delete(r.Context(), info.res, info.namespace, info.name, opts)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -151,81 +147,6 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 		return
 	}
 	writeBody(w, r, http.StatusOK, out.mediaType, body)
-}
-
-// deleteObject deletes one object per the spec's deletion table: an object with finalizers is
-// only marked (deletionTimestamp), one without is removed. A namespace becomes Terminating and
-// the namespace controller removes it once it is empty. deleted reports whether it is gone.
-func (a *API) deleteObject(ctx context.Context, res *registry.Resource, namespace, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
-	dry := len(opts.DryRun) > 0
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		cur, err := a.getCurrent(ctx, res, namespace, name)
-		if err != nil {
-			return nil, false, err
-		}
-		m := mustMeta(cur)
-		if p := opts.Preconditions; p != nil {
-			if p.UID != nil && *p.UID != m.GetUID() {
-				return nil, false, errUIDPrecondition(res.GroupResource(), name, *p.UID, m.GetUID())
-			}
-			if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
-				return nil, false, errRVPrecondition(res.GroupResource(), name, *p.ResourceVersion, m.GetResourceVersion())
-			}
-		}
-		if attempt == 0 {
-			// Admission sees the object being deleted (as the old object): as upstream, both
-			// phases run (a mutating plugin or webhook may reject a delete; it has nothing to
-			// change).
-			if err := a.admitDelete(ctx, admissionAttempt{res: res, op: admissionDelete, old: cur, options: deleteOptionsForAdmission(opts)}); err != nil {
-				return nil, false, err
-			}
-		}
-		next := cur.DeepCopyObject()
-		nm := mustMeta(next)
-		// The kind may hold the object itself (a namespace becomes Terminating, a definition
-		// waits for its objects' cleanup) or refuse.
-		held, err := res.Strategy().PrepareForDelete(next, metav1.NewTime(a.now().Truncate(time.Second)))
-		if err != nil {
-			return nil, false, err
-		}
-		switch {
-		case held:
-		case res.Strategy().Finalizing(cur):
-			if m.GetDeletionTimestamp() != nil {
-				return cur, false, nil
-			}
-			now := metav1.NewTime(a.now().Truncate(time.Second))
-			zero := int64(0)
-			nm.SetDeletionTimestamp(&now)
-			nm.SetDeletionGracePeriodSeconds(&zero)
-		default:
-			if dry {
-				return cur, true, nil
-			}
-			rv, _ := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
-			_, err := a.store.Delete(ctx, &storagev1.DeleteRequest{
-				Type: storageType(res), Namespace: namespace, Name: name,
-				Preconditions: &storagev1.Preconditions{ResourceVersion: rv},
-			})
-			if apierrors.IsConflict(fromStorage(err, res.GroupResource(), name)) {
-				continue
-			}
-			if err != nil {
-				return nil, false, fromStorage(err, res.GroupResource(), name)
-			}
-			a.changed(res, namespace, name)
-			return cur, true, nil
-		}
-		obj, err := a.commitUpdate(ctx, res, next, cur, dry)
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		return obj, false, nil
-	}
-	return nil, false, errTooManyWriters(res.GroupResource(), name)
 }
 
 // deleteCollection serves DELETE on a collection: every object the selectors match is deleted
@@ -255,7 +176,7 @@ func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, info *req
 	done := make([]runtime.Object, 0, len(items))
 	for _, item := range items {
 		m := mustMeta(item)
-		obj, _, err := a.deleteObject(r.Context(), info.res, m.GetNamespace(), m.GetName(), opts)
+		obj, _, err := a.gen.Delete(r.Context(), info.res, m.GetNamespace(), m.GetName(), opts)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

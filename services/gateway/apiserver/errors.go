@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,58 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/naming"
-	"platform.io/libs/storage"
-	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/request"
 )
-
-// conflictMessage is upstream's wording for a failed compare-and-swap; clients match on the reason.
-const conflictMessage = "the object has been modified; please apply your changes to the latest version and try again"
-
-// fromStorage turns a storage error into the API error a client of upstream would see.
-func fromStorage(err error, gr schema.GroupResource, name string) error {
-	if err == nil {
-		return nil
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return apierrors.NewTimeoutError("the request did not complete in time", 0)
-	}
-	var se *storage.Error
-	if !errors.As(storage.FromError(err), &se) {
-		return apierrors.NewInternalError(err)
-	}
-	switch se.Reason {
-	case storagev1.ErrorReason_NOT_FOUND:
-		return apierrors.NewNotFound(gr, name)
-	case storagev1.ErrorReason_ALREADY_EXISTS:
-		return apierrors.NewAlreadyExists(gr, name)
-	case storagev1.ErrorReason_CONFLICT:
-		return errConflict(gr, name)
-	case storagev1.ErrorReason_EXPIRED:
-		return apierrors.NewResourceExpired(se.Message)
-	case storagev1.ErrorReason_TOO_LARGE_RESOURCE_VERSION:
-		retry := int(se.RetryAfterSeconds)
-		if retry <= 0 {
-			retry = 1
-		}
-		e := apierrors.NewTimeoutError(se.Message, retry)
-		e.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
-		return e
-	case storagev1.ErrorReason_INVALID:
-		return apierrors.NewBadRequest(se.Message)
-	case storagev1.ErrorReason_UNAVAILABLE:
-		e := apierrors.NewServiceUnavailable("storage is unavailable: " + se.Message)
-		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-		return e
-	default:
-		return apierrors.NewInternalError(se)
-	}
-}
 
 // statusOf returns the Status body of any error; errors that are not API errors are 500s.
 func statusOf(err error) *metav1.Status {

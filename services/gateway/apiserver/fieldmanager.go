@@ -7,10 +7,6 @@ import (
 	"unicode"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/managedfields"
-
-	"platform.io/services/gateway/registry"
 )
 
 // Field ownership (metadata.managedFields) and server-side apply come from structured-merge-diff
@@ -20,11 +16,6 @@ import (
 
 // maxFieldManagerLength is upstream's bound on a fieldManager name.
 const maxFieldManagerLength = 128
-
-// fieldManager returns the FieldManager of res through subresource.
-func (a *API) fieldManager(res *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
-	return res.Strategy().FieldManager(subresource)
-}
 
 // fieldManagerName reads ?fieldManager, or derives the manager from the user agent (the part
 // before the first "/", as upstream does) for writes that name none.
@@ -52,19 +43,4 @@ func fieldManagerName(r *http.Request, required bool) (string, error) {
 		}
 	}
 	return name, nil
-}
-
-// trackUpdate records a non-apply write in obj's managedFields: the manager takes every field the
-// write changed (updates never conflict). live is the stored object (an empty object on create).
-// managedFields set to [{}] clears every entry first; an empty list leaves them as they are.
-func (a *API) trackUpdate(res *registry.Resource, subresource string, live, obj runtime.Object, manager string) (runtime.Object, error) {
-	fm, err := a.fieldManager(res, subresource)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	m := mustMeta(obj)
-	if mf := m.GetManagedFields(); mf != nil && len(mf) == 0 {
-		m.SetManagedFields(nil)
-	}
-	return fm.UpdateNoErrors(live, obj, manager), nil
 }

@@ -15,6 +15,7 @@ import (
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // The list cache keeps, per storage type that clients list, every object of the type in the
@@ -121,7 +122,7 @@ func newListCacheMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 
 // listCacheFor returns the running cache of res's storage type, starting it on first use.
 func (a *API) listCacheFor(res *registry.Resource) *listCache {
-	rt := storageType(res)
+	rt := generic.StorageType(res)
 	name := "/" + rt.Resource // upstream's resource_prefix: /configmaps, /deployments.apps
 	if rt.Group != "" {
 		name += "." + rt.Group

@@ -16,6 +16,7 @@ import (
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/core"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // namespaceCacheTTL is how long a namespace lookup is reused by the create path's lifecycle
@@ -38,7 +39,7 @@ type namespaceEntry struct {
 func newNamespaceCache(a *API) *namespaceCache {
 	c := &namespaceCache{a: a, entries: map[string]namespaceEntry{}}
 	// A namespace this gateway marks terminating is seen so at once by its own creates.
-	a.onChange = append(a.onChange, func(res *registry.Resource, _, name string) {
+	a.gen.OnChange(func(res *registry.Resource, _, name string) {
 		if res.GroupResource() == namespacesGroupResource {
 			c.forget(name)
 		}
@@ -65,7 +66,7 @@ func (c *namespaceCache) phase(ctx context.Context, name string) (corev1.Namespa
 		return e.phase, nil
 	}
 	res := c.a.namespaces()
-	obj, err := c.a.getCurrent(ctx, res, "", name)
+	obj, err := c.a.gen.Get(ctx, res, "", name)
 	if err != nil {
 		return "", err
 	}
@@ -117,7 +118,7 @@ func (a *API) EnsureNamespaces(ctx context.Context) error {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		ns.Status.Phase = corev1.NamespaceActive
 		ns.Spec.Finalizers = []corev1.FinalizerName{core.NamespaceFinalizer}
-		_, err := a.createObject(ctx, res, &writeRequest{obj: ns, meta: ns})
+		_, err := a.gen.Create(ctx, res, &generic.Create{Obj: ns})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", name, err)
 		}
@@ -169,7 +170,7 @@ func (a *API) EnsurePriorityClasses(ctx context.Context) error {
 		pc := systemPriorityClasses[i].DeepCopy()
 		pc.SetGroupVersionKind(res.GroupVersionKind())
 		applyDefaults(res, pc)
-		_, err := a.createObject(ctx, res, &writeRequest{obj: pc, meta: pc, manager: "scheduling-bootstrap"})
+		_, err := a.gen.Create(ctx, res, &generic.Create{Obj: pc, Manager: "scheduling-bootstrap"})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating priority class %s: %w", pc.Name, err)
 		}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"platform.io/services/gateway/registry/generic"
 )
 
 // Patch media types.
@@ -186,10 +188,10 @@ func (a *API) patchObject(ctx context.Context, info *requestInfo, p *parsedPatch
 	res := info.res
 	st := res.Strategy()
 	var warnings []string
-	obj, _, err := a.guaranteedUpdate(ctx, &writeOp{
-		res: res, namespace: info.namespace, name: info.name, subresource: info.subresource,
-		manager: manager, dryRun: dry,
-		transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+	obj, _, err := a.gen.Update(ctx, &generic.Update{
+		Res: res, Namespace: info.namespace, Name: info.name, Subresource: info.subresource,
+		Manager: manager, DryRun: dry,
+		Transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
 			curJSON, err := json.Marshal(cur)
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)

@@ -12,6 +12,7 @@ import (
 
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // readOptions are the negotiation options for reads of objects and collections.
@@ -30,10 +31,10 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	}
 	q := r.URL.Query()
 	resp, err := a.store.Get(r.Context(), &storagev1.GetRequest{
-		Type: storageType(info.res), Namespace: info.namespace, Name: info.name, ResourceVersion: q.Get("resourceVersion"),
+		Type: generic.StorageType(info.res), Namespace: info.namespace, Name: info.name, ResourceVersion: q.Get("resourceVersion"),
 	})
 	if err != nil {
-		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), info.name))
+		a.writeError(w, r, generic.FromStorage(err, info.res.GroupResource(), info.name))
 		return
 	}
 	if out.format == formatJSON && !out.pretty && info.wire.Empty() {
@@ -45,7 +46,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		writeBody(w, r, http.StatusOK, out.mediaType, body)
 		return
 	}
-	obj, err := a.fromStored(info.res, resp.Object)
+	obj, err := a.gen.Decode(info.res, resp.Object)
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
 		return
@@ -166,13 +167,13 @@ func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*sto
 		}
 	}
 	resp, err := a.store.List(r.Context(), &storagev1.ListRequest{
-		Type: storageType(info.res), Namespace: info.namespace,
+		Type: generic.StorageType(info.res), Namespace: info.namespace,
 		LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
 		Limit: p.limit, Continue: p.continueToken,
 		ResourceVersion: p.resourceVersion, ResourceVersionMatch: p.match,
 	})
 	if err != nil {
-		return nil, metav1.ListMeta{}, nil, fromStorage(err, info.res.GroupResource(), "")
+		return nil, metav1.ListMeta{}, nil, generic.FromStorage(err, info.res.GroupResource(), "")
 	}
 	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10), Continue: resp.Continue}
 	if resp.RemainingItemCount != nil && p.labelSelector == "" && p.fieldSelector == "" {
@@ -186,7 +187,7 @@ func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*sto
 func (a *API) decodeItems(res *registry.Resource, stored []*storagev1.Object) ([]runtime.Object, error) {
 	items := make([]runtime.Object, 0, len(stored))
 	for _, o := range stored {
-		obj, err := a.fromStored(res, o)
+		obj, err := a.gen.Decode(res, o)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // The scale subresource of deployments, replicasets, statefulsets and replicationcontrollers:
@@ -59,7 +60,7 @@ func (a *API) serveScale(w http.ResponseWriter, r *http.Request, info *requestIn
 	var s *autoscalingv1.Scale
 	switch info.verb {
 	case "get":
-		cur, err := a.getCurrent(r.Context(), info.res, info.namespace, info.name)
+		cur, err := a.gen.Get(r.Context(), info.res, info.namespace, info.name)
 		if err == nil {
 			s, err = scaleOf(info.res, cur)
 		}
@@ -113,14 +114,14 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 		}
 	}
 	res := info.res
-	stored, _, err := a.guaranteedUpdate(r.Context(), &writeOp{
-		res: res, namespace: info.namespace, name: info.name, subresource: info.subresource,
-		manager: manager, dryRun: dry,
-		view: &subresourceView{
-			kind:   registry.ScaleGroupVersionKind,
-			of:     func(obj runtime.Object) (runtime.Object, error) { return scaleOf(res, obj) },
-			decode: decodeAdmittedScale,
-			set: func(cur, v runtime.Object) (runtime.Object, error) {
+	stored, _, err := a.gen.Update(r.Context(), &generic.Update{
+		Res: res, Namespace: info.namespace, Name: info.name, Subresource: info.subresource,
+		Manager: manager, DryRun: dry,
+		View: &generic.View{
+			Kind:   registry.ScaleGroupVersionKind,
+			Of:     func(obj runtime.Object) (runtime.Object, error) { return scaleOf(res, obj) },
+			Decode: decodeAdmittedScale,
+			Set: func(cur, v runtime.Object) (runtime.Object, error) {
 				next := cur.DeepCopyObject()
 				if err := setReplicas(res, next, v.(*autoscalingv1.Scale).Spec.Replicas); err != nil {
 					return nil, apierrors.NewInternalError(err)
@@ -128,7 +129,7 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 				return next, nil
 			},
 		},
-		transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+		Transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
 			want, err := a.requestedScale(mediaType, body, p, cur.(*autoscalingv1.Scale))
 			if err != nil {
 				return nil, err

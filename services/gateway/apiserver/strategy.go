@@ -25,7 +25,7 @@ func (a *API) strategies(shared *builtin.Shared) registry.StrategyFactory {
 			if !ok {
 				return nil, notFoundType(gvr)
 			}
-			return a.getCurrent(ctx, res, namespace, name)
+			return a.gen.Get(ctx, res, namespace, name)
 		}},
 		ProtectNamespaces: a.admission == nil,
 		Tokens:            a.authn,

@@ -92,7 +92,7 @@ func (a *API) issueToken(ctx context.Context, namespace, name string, req *authe
 	if len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(gk, name, errs)
 	}
-	saObj, err := a.getCurrent(ctx, a.coreResource("serviceaccounts"), namespace, name)
+	saObj, err := a.gen.Get(ctx, a.coreResource("serviceaccounts"), namespace, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -140,7 +140,7 @@ func (a *API) boundObject(ctx context.Context, namespace, saName string, ref *au
 	var uid types.UID
 	switch ref.Kind {
 	case "Pod":
-		obj, err := a.getCurrent(ctx, a.coreResource("pods"), namespace, ref.Name)
+		obj, err := a.gen.Get(ctx, a.coreResource("pods"), namespace, ref.Name)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -150,20 +150,20 @@ func (a *API) boundObject(ctx context.Context, namespace, saName string, ref *au
 		}
 		uid = pod.UID
 		if pod.Spec.NodeName != "" {
-			if n, err := a.getCurrent(ctx, a.coreResource("nodes"), "", pod.Spec.NodeName); err == nil {
+			if n, err := a.gen.Get(ctx, a.coreResource("nodes"), "", pod.Spec.NodeName); err == nil {
 				node = &authnv1.ObjectReference{Kind: "Node", ApiVersion: "v1", Name: pod.Spec.NodeName, Uid: string(mustMeta(n).GetUID())}
 			} else if !apierrors.IsNotFound(err) {
 				return nil, nil, err
 			}
 		}
 	case "Secret":
-		obj, err := a.getCurrent(ctx, a.coreResource("secrets"), namespace, ref.Name)
+		obj, err := a.gen.Get(ctx, a.coreResource("secrets"), namespace, ref.Name)
 		if err != nil {
 			return nil, nil, err
 		}
 		uid = mustMeta(obj).GetUID()
 	case "Node":
-		obj, err := a.getCurrent(ctx, a.coreResource("nodes"), "", ref.Name)
+		obj, err := a.gen.Get(ctx, a.coreResource("nodes"), "", ref.Name)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -18,6 +18,7 @@ import (
 
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // watchParams are the watch-only query parameters.
@@ -100,7 +101,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	deadline, timed := ctx.Deadline()
 	over := func() bool { return ctx.Err() != nil || (timed && !time.Now().Before(deadline)) }
 	req := &storagev1.WatchRequest{
-		Type: storageType(info.res), Namespace: info.namespace,
+		Type: generic.StorageType(info.res), Namespace: info.namespace,
 		LabelSelector: lp.labelSelector, FieldSelector: lp.fieldSelector,
 		ResourceVersion: lp.resourceVersion, AllowBookmarks: wp.bookmarks,
 	}
@@ -120,7 +121,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 					startWatchResponse(w, out) // the time is up: an empty stream, ended cleanly
 					return
 				}
-				a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
+				a.writeError(w, r, generic.FromStorage(err, info.res.GroupResource(), ""))
 				return
 			}
 			req.ResourceVersion = strconv.FormatInt(rev.Current, 10)
@@ -146,7 +147,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 			startWatchResponse(w, out)
 			return
 		}
-		a.writeError(w, r, fromStorage(err, info.res.GroupResource(), ""))
+		a.writeError(w, r, generic.FromStorage(err, info.res.GroupResource(), ""))
 		return
 	}
 	flusher := startWatchResponse(w, out)
@@ -163,7 +164,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 				return
 			}
 			buf.Reset()
-			enc.writeError(&buf, fromStorage(err, info.res.GroupResource(), ""))
+			enc.writeError(&buf, generic.FromStorage(err, info.res.GroupResource(), ""))
 			_, _ = w.Write(buf.Bytes())
 			return
 		}

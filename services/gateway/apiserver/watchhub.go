@@ -12,6 +12,7 @@ import (
 
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // The watch hub shares one upstream storage watch per resource type among the clients watching
@@ -178,14 +179,14 @@ func (s *hubSubscriber) close() {
 // startLocked opens the upstream watch at the type's current revision.
 func (h *watchHub) startLocked(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	rev, err := h.a.store.Revision(rctx, &storagev1.RevisionRequest{Type: storageType(h.res)})
+	rev, err := h.a.store.Revision(rctx, &storagev1.RevisionRequest{Type: generic.StorageType(h.res)})
 	cancel()
 	if err != nil {
 		return err
 	}
 	runCtx, stop := context.WithCancel(h.a.runCtx)
 	stream, err := h.a.store.Watch(runCtx, &storagev1.WatchRequest{
-		Type: storageType(h.res), ResourceVersion: strconv.FormatInt(rev.Current, 10),
+		Type: generic.StorageType(h.res), ResourceVersion: strconv.FormatInt(rev.Current, 10),
 		AllowBookmarks: true, BookmarkIntervalMs: h.a.cfg.BookmarkInterval.Milliseconds(),
 	})
 	if err != nil {

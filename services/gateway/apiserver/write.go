@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -12,10 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"platform.io/libs/storage"
 	"platform.io/libs/warning"
-	storagev1 "platform.io/proto/storage/v1"
-	"platform.io/services/gateway/registry"
+	"platform.io/services/gateway/registry/generic"
 )
 
 // writeOptions are the negotiation options for responses to writes.
@@ -69,10 +66,8 @@ type writeRequest struct {
 	obj      runtime.Object
 	meta     metav1.Object
 	warnings []string
-	// manager owns the fields the write sets (managedFields); tracked means the caller (apply)
-	// already recorded ownership.
+	// manager owns the fields the write sets (managedFields).
 	manager string
-	tracked bool
 	// bodyGV is the group version the body named.
 	bodyGV schema.GroupVersion
 }
@@ -135,79 +130,13 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 		a.writeError(w, r, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created"))
 		return
 	}
-	obj, err := a.createObject(r.Context(), info.res, wr)
+	obj, err := a.gen.Create(r.Context(), info.res, &generic.Create{Obj: wr.obj, Manager: wr.manager, DryRun: wr.dryRun})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	warn(r, wr.warnings)
 	a.writeObject(w, r, http.StatusCreated, info.res, obj, wr.out)
-}
-
-// createObject runs the create stages for an object already decoded and placed in its
-// namespace, in the store's order (store.go): mutating admission, the system fields and the
-// kind's create rules, field ownership, object metadata validation, the kind's own rules and
-// RBAC's escalation check, validating admission, the namespace lifecycle, then storage. A name
-// generated from generateName that is taken is generated again (up to three times).
-func (a *API) createObject(ctx context.Context, res *registry.Resource, wr *writeRequest) (runtime.Object, error) {
-	if a.crdTerminating(res) {
-		return nil, newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "create not allowed while custom resource definition is terminating")
-	}
-	// Mutating admission sees the object as the client sent it (or as apply made it), before the
-	// server sets the system fields.
-	admitted, err := a.admissionMutate(ctx, admissionAttempt{res: res, op: admissionCreate, obj: wr.obj})
-	if err != nil {
-		return nil, err
-	}
-	if admitted != wr.obj {
-		wr.obj, wr.meta = admitted, mustMeta(admitted)
-	}
-	generated := wr.meta.GetName() == "" && wr.meta.GetGenerateName() != ""
-	a.prepareCreate(ctx, res, wr.obj, wr.meta)
-	if !wr.tracked {
-		live := res.New()
-		live.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
-		tracked, err := a.trackUpdate(res, "", live, wr.obj, wr.manager)
-		if err != nil {
-			return nil, err
-		}
-		wr.obj, wr.meta, wr.tracked = tracked, mustMeta(tracked), true
-	}
-	if err := validateObjectMeta(res, wr.meta); err != nil {
-		return nil, err
-	}
-	if err := a.admitWrite(ctx, res, wr.obj, nil); err != nil {
-		return nil, err
-	}
-	// Validating admission sees the object about to be stored (the namespace lifecycle plugins
-	// refuse creates in missing and terminating namespaces).
-	if err := a.admissionValidate(ctx, admissionAttempt{res: res, op: admissionCreate, obj: wr.obj}); err != nil {
-		return nil, err
-	}
-	if a.admission == nil {
-		if err := a.checkNamespace(ctx, res, wr.meta.GetNamespace()); err != nil {
-			return nil, err
-		}
-	}
-	if wr.dryRun {
-		return wr.obj, nil
-	}
-	for attempt := 0; ; attempt++ {
-		stored, err := a.toStored(res, wr.obj)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		resp, err := a.store.Create(ctx, &storagev1.CreateRequest{Type: storageType(res), Object: stored})
-		if storage.IsAlreadyExists(err) && generated && attempt < 3 {
-			wr.meta.SetName(generateName(wr.meta.GetGenerateName()))
-			continue
-		}
-		if err != nil {
-			return nil, fromStorage(err, res.GroupResource(), wr.meta.GetName())
-		}
-		wr.meta.SetResourceVersion(strconv.FormatInt(resp.Object.ResourceVersion, 10))
-		return wr.obj, nil
-	}
 }
 
 // update serves PUT on an item or its status (or a namespace's finalize) subresource. PUT of an
@@ -239,58 +168,9 @@ func (a *API) update(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 // copy each attempt, since the stages change it); a resourceVersion or uid in it is a
 // precondition. A missing object is created from it (not through a subresource).
 func (a *API) updateObject(ctx context.Context, info *requestInfo, wr *writeRequest) (runtime.Object, bool, error) {
-	return a.guaranteedUpdate(ctx, &writeOp{
-		res: info.res, namespace: info.namespace, name: info.name, subresource: info.subresource,
-		manager: wr.manager, dryRun: wr.dryRun, create: true,
-		transform: func(context.Context, runtime.Object) (runtime.Object, error) { return wr.obj.DeepCopyObject(), nil },
+	return a.gen.Update(ctx, &generic.Update{
+		Res: info.res, Namespace: info.namespace, Name: info.name, Subresource: info.subresource,
+		Manager: wr.manager, DryRun: wr.dryRun, Create: true,
+		Transform: func(context.Context, runtime.Object) (runtime.Object, error) { return wr.obj.DeepCopyObject(), nil },
 	})
-}
-
-// commitUpdate stores next in place of cur (compare-and-swap on cur's resourceVersion). An
-// unchanged object is not written; an object being deleted whose last finalizer is gone is
-// removed.
-func (a *API) commitUpdate(ctx context.Context, res *registry.Resource, next, cur runtime.Object, dryRun bool) (runtime.Object, error) {
-	nextMeta, curMeta := mustMeta(next), mustMeta(cur)
-	curRV, _ := strconv.ParseInt(curMeta.GetResourceVersion(), 10, 64)
-	pre := &storagev1.Preconditions{ResourceVersion: curRV}
-	if nextMeta.GetDeletionTimestamp() != nil && !res.Strategy().Finalizing(next) {
-		nextMeta.SetResourceVersion(curMeta.GetResourceVersion())
-		if dryRun {
-			return next, nil
-		}
-		_, err := a.store.Delete(ctx, &storagev1.DeleteRequest{Type: storageType(res), Namespace: nextMeta.GetNamespace(), Name: nextMeta.GetName(), Preconditions: pre})
-		if err != nil {
-			return nil, fromStorage(err, res.GroupResource(), nextMeta.GetName())
-		}
-		a.changed(res, nextMeta.GetNamespace(), nextMeta.GetName())
-		return next, nil
-	}
-	stored, err := a.toStored(res, next)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	curStored, err := a.toStored(res, cur)
-	if err == nil && bytes.Equal(stored.Value, curStored.Value) {
-		// Nothing changed: no write, no event, the same resourceVersion, as upstream.
-		return cur, nil
-	}
-	if dryRun {
-		nextMeta.SetResourceVersion(curMeta.GetResourceVersion())
-		return next, nil
-	}
-	resp, err := a.store.Update(ctx, &storagev1.UpdateRequest{Type: storageType(res), Object: stored, Preconditions: pre})
-	if err != nil {
-		return nil, fromStorage(err, res.GroupResource(), nextMeta.GetName())
-	}
-	nextMeta.SetResourceVersion(strconv.FormatInt(resp.Object.ResourceVersion, 10))
-	a.changed(res, nextMeta.GetNamespace(), nextMeta.GetName())
-	return next, nil
-}
-
-// changed tells the API's caches of stored objects (the namespace lifecycle's) that this gateway
-// changed or deleted one, so it sees its own writes at once.
-func (a *API) changed(res *registry.Resource, namespace, name string) {
-	for _, f := range a.onChange {
-		f(res, namespace, name)
-	}
 }

@@ -1,4 +1,4 @@
-package apiserver
+package generic
 
 import (
 	"context"
@@ -20,16 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"platform.io/libs/storage"
-	admissionv1 "platform.io/proto/admission/v1"
-	authzv1 "platform.io/proto/authz/v1"
 	storagev1 "platform.io/proto/storage/v1"
-	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
+	"platform.io/services/gateway/registry/kinds"
 )
 
-// The store's stages, in process: the API over in-memory storage, authorization and admission
+// The store's stages, in process: the store over in-memory storage, authorization and admission
 // that record what is asked of them, and strategies that record the kind's stages. No socket, no
 // service: what is checked is the order the store runs its stages in, which the end-to-end
 // suites cannot see.
@@ -118,31 +116,22 @@ func (m *memStorage) Delete(context.Context, *storagev1.DeleteRequest) (*storage
 	return nil, fmt.Errorf("not used")
 }
 
-func (m *memStorage) List(context.Context, *storagev1.ListRequest) (*storagev1.ListResponse, error) {
-	return nil, fmt.Errorf("not used")
+// recordingAdmitter allows every write, recording each phase.
+type recordingAdmitter struct{ log *stageLog }
+
+func (r recordingAdmitter) Mutate(_ context.Context, at Attempt) (runtime.Object, error) {
+	r.log.add("admission.mutate " + at.Op)
+	return at.Obj, nil
 }
 
-func (m *memStorage) Revision(context.Context, *storagev1.RevisionRequest) (*storagev1.RevisionResponse, error) {
-	return nil, fmt.Errorf("not used")
+func (r recordingAdmitter) Validate(_ context.Context, at Attempt) error {
+	r.log.add("admission.validate " + at.Op)
+	return nil
 }
 
-func (m *memStorage) Watch(context.Context, *storagev1.WatchRequest) (EventStream, error) {
-	return nil, fmt.Errorf("not used")
-}
-
-// recordingAdmission is interested in every write and allows it.
-type recordingAdmission struct{ log *stageLog }
-
-func (r recordingAdmission) Interested(admission.Request) bool { return true }
-
-func (r recordingAdmission) Admit(_ context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
-	r.log.add("admission.mutate " + req.GetOperation())
-	return &admissionv1.AdmissionResponse{Allowed: true}, nil
-}
-
-func (r recordingAdmission) Validate(_ context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
-	r.log.add("admission.validate " + req.GetOperation())
-	return &admissionv1.AdmissionResponse{Allowed: true}, nil
+func (r recordingAdmitter) Delete(_ context.Context, at Attempt) error {
+	r.log.add("admission.delete " + at.Op)
+	return nil
 }
 
 // recordingAuthorizer allows everything but the verbs in deny, recording each decision asked.
@@ -157,14 +146,6 @@ func (r recordingAuthorizer) Authorize(_ context.Context, a auth.Attributes) (au
 		return auth.DecisionNoOpinion, "", nil
 	}
 	return auth.DecisionAllow, "", nil
-}
-
-func (r recordingAuthorizer) CheckEscalation(context.Context, *auth.User, string, []*authzv1.PolicyRule) (*authzv1.CheckEscalationResponse, error) {
-	return &authzv1.CheckEscalationResponse{Covered: true}, nil
-}
-
-func (r recordingAuthorizer) RulesFor(context.Context, *auth.User, string) (*authzv1.ReviewRulesResponse, error) {
-	return &authzv1.ReviewRulesResponse{}, nil
 }
 
 // recordingStrategy records the kind's stages of the strategy it wraps.
@@ -203,8 +184,9 @@ func (s recordingStrategy) CheckWrite(ctx context.Context, obj, old runtime.Obje
 	return s.Strategy.CheckWrite(ctx, obj, old)
 }
 
-// newStageAPI is the API over the recording seams, and the ConfigMaps resource.
-func newStageAPI(t *testing.T, deny ...string) (*API, *registry.Resource, *memStorage, *stageLog) {
+// newStageStore is the store over the recording seams, and the ConfigMaps resource, whose
+// strategy records the kind's stages.
+func newStageStore(t *testing.T, deny ...string) (*Store, *registry.Resource, *memStorage, *stageLog) {
 	t.Helper()
 	reg, err := registry.New(registry.RuntimeConfig{})
 	if err != nil {
@@ -216,33 +198,20 @@ func newStageAPI(t *testing.T, deny ...string) (*API, *registry.Resource, *memSt
 	for _, v := range deny {
 		denied[v] = true
 	}
-	a := New(Config{Registry: reg, Storage: mem, Authz: recordingAuthorizer{log: log, deny: denied}, Admission: recordingAdmission{log: log},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	kinds := a.strategies(builtin.NewShared(reg.Scheme))
+	factory := kinds.Factory(kinds.Deps{Registry: reg, Shared: builtin.NewShared(reg.Scheme)})
 	reg.UseStrategies(registry.StrategyFactory{
 		Builtin: func(res *registry.Resource) registry.Strategy {
-			return recordingStrategy{Strategy: kinds.Builtin(res), log: log}
+			return recordingStrategy{Strategy: factory.Builtin(res), log: log}
 		},
-		Custom: kinds.Custom,
+		Custom: factory.Custom,
 	})
 	res, ok := reg.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
 	if !ok {
 		t.Fatal("configmaps are not served")
 	}
-	// The namespace exists (admission is asked anyway: it is interested in everything).
-	mem.objs[key(storageType(a.namespaces()), "", "default")] = mustStored(t, a, a.namespaces(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}})
-	return a, res, mem, log
-}
-
-func mustStored(t *testing.T, a *API, res *registry.Resource, obj runtime.Object) *storagev1.Object {
-	t.Helper()
-	obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
-	o, err := a.toStored(res, obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.ResourceVersion = 1
-	return o
+	s := New(Config{Storage: mem, Authorizer: recordingAuthorizer{log: log, deny: denied}, Admitter: recordingAdmitter{log: log},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return s, res, mem, log
 }
 
 func asUser(name string) context.Context {
@@ -250,9 +219,9 @@ func asUser(name string) context.Context {
 }
 
 // configMapOp is an update of default/cm to data, as PUT makes it.
-func configMapOp(res *registry.Resource, log *stageLog, data map[string]string, rv string) *writeOp {
-	return &writeOp{res: res, namespace: "default", name: "cm", manager: "test", create: true,
-		transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+func configMapOp(res *registry.Resource, log *stageLog, data map[string]string, rv string) *Update {
+	return &Update{Res: res, Namespace: "default", Name: "cm", Manager: "test", Create: true,
+		Transform: func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
 			log.add("transform")
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default", ResourceVersion: rv}, Data: data}
 			cm.SetGroupVersionKind(res.GroupVersionKind())
@@ -265,10 +234,10 @@ func configMapOp(res *registry.Resource, log *stageLog, data map[string]string, 
 // a stale precondition stops before admission; an update that creates is authorized as a create
 // and runs the create stages in the same order.
 func TestStoreStageOrder(t *testing.T) {
-	a, res, mem, log := newStageAPI(t)
+	s, res, mem, log := newStageStore(t)
 	ctx := asUser("alice")
 
-	if _, created, err := a.guaranteedUpdate(ctx, configMapOp(res, log, map[string]string{"a": "1"}, "")); err != nil || !created {
+	if _, created, err := s.Update(ctx, configMapOp(res, log, map[string]string{"a": "1"}, "")); err != nil || !created {
 		t.Fatalf("create through update: created %v, %v", created, err)
 	}
 	wantCreate := []string{"storage.get", "transform", "authorize create", "admission.mutate CREATE", "prepare", "fieldmanager",
@@ -279,7 +248,7 @@ func TestStoreStageOrder(t *testing.T) {
 
 	update := []string{"storage.get", "transform", "admission.mutate UPDATE", "prepare", "fieldmanager",
 		"objectmeta", "validate", "checkwrite", "admission.validate UPDATE", "storage.update"}
-	if _, _, err := a.guaranteedUpdate(ctx, configMapOp(res, log, map[string]string{"a": "2"}, "")); err != nil {
+	if _, _, err := s.Update(ctx, configMapOp(res, log, map[string]string{"a": "2"}, "")); err != nil {
 		t.Fatal(err)
 	}
 	if got := log.take(); !slices.Equal(got, update) {
@@ -287,14 +256,14 @@ func TestStoreStageOrder(t *testing.T) {
 	}
 
 	mem.conflicts = 1
-	if _, _, err := a.guaranteedUpdate(ctx, configMapOp(res, log, map[string]string{"a": "3"}, "")); err != nil {
+	if _, _, err := s.Update(ctx, configMapOp(res, log, map[string]string{"a": "3"}, "")); err != nil {
 		t.Fatal(err)
 	}
 	if got := log.take(); !slices.Equal(got, append(slices.Clone(update), update...)) {
 		t.Errorf("a lost compare-and-swap starts again from the read:\n got %v", got)
 	}
 
-	_, _, err := a.guaranteedUpdate(ctx, configMapOp(res, log, map[string]string{"a": "4"}, "1"))
+	_, _, err := s.Update(ctx, configMapOp(res, log, map[string]string{"a": "4"}, "1"))
 	if !apierrors.IsConflict(err) {
 		t.Errorf("a stale resourceVersion: %v, want 409", err)
 	}
@@ -302,8 +271,8 @@ func TestStoreStageOrder(t *testing.T) {
 		t.Errorf("a stale precondition ran %v, want it to stop before admission", got)
 	}
 
-	mem.conflicts = maxUpdateAttempts
-	_, _, err = a.guaranteedUpdate(ctx, configMapOp(res, log, map[string]string{"a": "5"}, ""))
+	mem.conflicts = MaxAttempts
+	_, _, err = s.Update(ctx, configMapOp(res, log, map[string]string{"a": "5"}, ""))
 	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "too many concurrent writers") {
 		t.Errorf("losing every compare-and-swap: %v", err)
 	}
@@ -311,20 +280,21 @@ func TestStoreStageOrder(t *testing.T) {
 }
 
 // TestStoreCreateNeedsCreate: an update that would create is refused before any other stage when
-// the caller may not create; the gateway's own writes (no user) are not authorized.
+// the caller may not create; the gateway's own writes (no user) are not authorized (whether they
+// are admitted is the Admitter's choice: apiserver's admits only a user's writes).
 func TestStoreCreateNeedsCreate(t *testing.T) {
-	a, res, _, log := newStageAPI(t, "create")
-	_, _, err := a.guaranteedUpdate(asUser("bob"), configMapOp(res, log, map[string]string{"a": "1"}, ""))
+	s, res, _, log := newStageStore(t, "create")
+	_, _, err := s.Update(asUser("bob"), configMapOp(res, log, map[string]string{"a": "1"}, ""))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot create resource "configmaps"`) {
 		t.Errorf("create through update without create: %v", err)
 	}
 	if got := log.take(); !slices.Equal(got, []string{"storage.get", "transform", "authorize create"}) {
 		t.Errorf("refused create ran %v", got)
 	}
-	if _, created, err := a.guaranteedUpdate(context.Background(), configMapOp(res, log, nil, "")); err != nil || !created {
+	if _, created, err := s.Update(context.Background(), configMapOp(res, log, nil, "")); err != nil || !created {
 		t.Errorf("the gateway's own create: %v %v", created, err)
 	}
-	if got := log.take(); slices.Contains(got, "authorize create") || slices.Contains(got, "admission.mutate CREATE") {
-		t.Errorf("the gateway's own write was authorized or admitted: %v", got)
+	if got := log.take(); slices.Contains(got, "authorize create") {
+		t.Errorf("the gateway's own write was authorized: %v", got)
 	}
 }

@@ -28,7 +28,9 @@ type TokenReviewer interface {
 type SelfSubjectReview struct{ *builtin.Strategy }
 
 // NewSelfSubjectReview returns the strategy of SelfSubjectReviews over their default one.
-func NewSelfSubjectReview(b *builtin.Strategy) registry.Strategy { return &SelfSubjectReview{Strategy: b} }
+func NewSelfSubjectReview(b *builtin.Strategy) registry.Strategy {
+	return &SelfSubjectReview{Strategy: b}
+}
 
 // Review answers with the request's user (after impersonation).
 func (s *SelfSubjectReview) Review(ctx context.Context, obj runtime.Object, _ string) error {

@@ -37,7 +37,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-func cut(s, sep string) (string, string, bool) { return strings.Cut(s, sep) }
-
-func cutPrefix(s, prefix string) (string, bool) { return strings.CutPrefix(s, prefix) }

@@ -15,12 +15,16 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
 	"platform.io/libs/naming"
+	"platform.io/services/gateway/listcache"
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
+	"platform.io/services/gateway/registry/core"
 	"platform.io/services/gateway/registry/generic"
 	"platform.io/services/gateway/request"
 )
@@ -64,10 +68,12 @@ type Config struct {
 // API serves the resource API.
 type API struct {
 	reg   *registry.Registry
-	codec *codec
+	enc   *negotiation.Encoder
 	store Storage
 	// gen is the generic store every write goes through.
-	gen       *generic.Store
+	gen *generic.Store
+	// tokens issues service accounts' tokens (their token subresource).
+	tokens    *core.TokenIssuer
 	authn     Authenticator
 	authz     Authorizer
 	admission Admission
@@ -76,10 +82,10 @@ type API struct {
 	now       func() time.Time
 	nsCache   *namespaceCache
 	hubs      hubs
-	// listCaches keep the types clients list in memory (listcache.go).
-	listCaches listCaches
+	// listCaches keep the types clients list in memory (services/gateway/listcache).
+	listCaches *listcache.Caches
 	runCtx     context.Context
-	jsonCache  *jsonCache
+	jsonCache  *listcache.JSONCache
 	// deprecatedAPIs is apiserver_requested_deprecated_apis.
 	deprecatedAPIs *prometheus.GaugeVec
 	// crds is the state of the custom resource definitions' informer and controller.
@@ -113,9 +119,9 @@ func New(cfg Config) *API {
 	}
 	a := &API{
 		runCtx:    cfg.Context,
-		jsonCache: newJSONCache(),
+		jsonCache: listcache.NewJSONCache(),
 		reg:       cfg.Registry,
-		codec:     newCodec(cfg.Registry),
+		enc:       negotiation.NewEncoder(cfg.Registry.Scheme),
 		store:     cfg.Storage,
 		authn:     cfg.Authn,
 		authz:     cfg.Authz,
@@ -126,9 +132,14 @@ func New(cfg Config) *API {
 	}
 	a.gen = generic.New(generic.Config{Storage: a.store, Authorizer: a.authz, Admitter: admitter{a}, Log: a.log, Now: a.now,
 		CreateGuard: a.crdTerminating})
+	a.tokens = &core.TokenIssuer{Signer: a.authn, Now: a.now, Log: a.log,
+		Get: func(ctx context.Context, resource, namespace, name string) (runtime.Object, error) {
+			return a.getObject(ctx, schema.GroupVersionResource{Version: "v1", Resource: resource}, namespace, name)
+		}}
 	a.nsCache = newNamespaceCache(a)
 	a.deprecatedAPIs = newDeprecatedAPIsGauge(cfg.Metrics)
-	a.listCaches.served = newListCacheMetric(cfg.Metrics)
+	a.listCaches = listcache.New(listcache.Config{Storage: a.store, Context: cfg.Context, Now: a.now,
+		BookmarkInterval: cfg.BookmarkInterval, Metrics: cfg.Metrics})
 	// Every served resource gets its kind's strategy (registry/kinds).
 	a.reg.UseStrategies(a.strategies(builtin.NewShared(a.reg.Scheme)))
 	return a
@@ -284,13 +295,12 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// splitGroupVersion splits /api/v1/<rest> and /apis/<group>/<version>/<rest>.
-func splitGroupVersion(path string) (schema.GroupVersion, string) {
-	if rest, ok := cutPrefix(path, "/api/v1/"); ok {
-		return schema.GroupVersion{Version: "v1"}, rest
+// getObject reads the most recent version of a stored object of a served resource (404 for a
+// resource not served): what the kinds' rules read of other objects.
+func (a *API) getObject(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error) {
+	res, ok := a.reg.Resource(gvr)
+	if !ok {
+		return nil, notFoundType(gvr)
 	}
-	rest, _ := cutPrefix(path, "/apis/")
-	group, rest, _ := cut(rest, "/")
-	ver, rest, _ := cut(rest, "/")
-	return schema.GroupVersion{Group: group, Version: ver}, rest
+	return a.gen.Get(ctx, res, namespace, name)
 }

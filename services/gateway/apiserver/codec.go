@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
 	"platform.io/services/gateway/registry/custom"
@@ -26,16 +26,6 @@ import (
 // MaxRequestBytes bounds a request body (upstream's default --max-request-bytes is 3 MiB);
 // larger bodies get 413.
 const MaxRequestBytes = 3 << 20
-
-// codec encodes and decodes objects of the registry's kinds.
-type codec struct {
-	scheme   *runtime.Scheme
-	protobuf *protobuf.Serializer
-}
-
-func newCodec(reg *registry.Registry) *codec {
-	return &codec{scheme: reg.Scheme, protobuf: protobuf.NewSerializer(reg.Scheme, reg.Scheme)}
-}
 
 // fieldValidation is the level of the fieldValidation query parameter.
 type fieldValidation int
@@ -80,7 +70,7 @@ func readBody(r *http.Request) ([]byte, error) {
 //
 // bodyGV is the group version the body named (upstream's name of the group, when a typed client
 // sent it), for answering in it.
-func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValidation) (obj runtime.Object, warnings []string, bodyGV schema.GroupVersion, err error) {
+func decodeBody(r *http.Request, res *registry.Resource, v fieldValidation) (obj runtime.Object, warnings []string, bodyGV schema.GroupVersion, err error) {
 	data, err := readBody(r)
 	if err != nil {
 		return nil, nil, bodyGV, err
@@ -88,11 +78,11 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil, bodyGV, apierrors.NewBadRequest("the request body is empty")
 	}
-	mediaType := mediaJSON
+	mediaType := negotiation.MediaJSON
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil {
-			return nil, nil, bodyGV, unsupportedMediaType(ct, mediaJSON, mediaYAML, mediaProtobuf)
+			return nil, nil, bodyGV, negotiation.UnsupportedMediaType(negotiation.MediaJSON, negotiation.MediaYAML, negotiation.MediaProtobuf)
 		}
 		mediaType = mt
 	}
@@ -100,17 +90,17 @@ func (c *codec) decodeBody(r *http.Request, res *registry.Resource, v fieldValid
 	into := st.New()
 	var strict []string
 	switch mediaType {
-	case mediaJSON:
+	case negotiation.MediaJSON:
 		strict, err = decodeJSON(data, into, false)
-	case mediaYAML, "application/x-yaml", "text/yaml":
+	case negotiation.MediaYAML, "application/x-yaml", "text/yaml":
 		strict, err = decodeJSON(data, into, true)
-	case mediaProtobuf, mediaUpstreamProtobuf:
+	case negotiation.MediaProtobuf, negotiation.MediaUpstreamProtobuf:
 		if !st.Protobuf() {
-			return nil, nil, bodyGV, unsupportedMediaType(mediaType, mediaJSON, mediaYAML)
+			return nil, nil, bodyGV, negotiation.UnsupportedMediaType(negotiation.MediaJSON, negotiation.MediaYAML)
 		}
 		err = builtin.DecodeProtobuf(data, into)
 	default:
-		return nil, nil, bodyGV, unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
+		return nil, nil, bodyGV, negotiation.UnsupportedMediaType(negotiation.MediaJSON, negotiation.MediaYAML, negotiation.MediaProtobuf)
 	}
 	if err != nil {
 		return nil, nil, bodyGV, apierrors.NewBadRequest(err.Error())
@@ -184,41 +174,4 @@ func checkKind(obj runtime.Object, res *registry.Resource) error {
 	}
 	obj.GetObjectKind().SetGroupVersionKind(want)
 	return nil
-}
-
-// decodeStored reads a stored value into a new object of res's kind (its strategy's stored form).
-func (c *codec) decodeStored(value []byte, res *registry.Resource) (runtime.Object, error) {
-	return res.Strategy().DecodeStored(value)
-}
-
-// encode writes obj in the JSON, YAML or Protobuf form of out.
-func (c *codec) encode(obj runtime.Object, out output) ([]byte, error) {
-	switch out.format {
-	case formatProtobuf:
-		var buf bytes.Buffer
-		if err := c.protobuf.Encode(obj, &buf); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
-	case formatYAML:
-		data, err := json.Marshal(obj)
-		if err != nil {
-			return nil, err
-		}
-		return yaml.JSONToYAML(data)
-	default:
-		if out.pretty {
-			return json.MarshalIndent(obj, "", "  ")
-		}
-		return json.Marshal(obj)
-	}
-}
-
-// jsonOrYAML encodes a value that is not an API object (the /version document).
-func jsonOrYAML(v any, out output) ([]byte, error) {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil || out.format != formatYAML {
-		return data, err
-	}
-	return yaml.JSONToYAML(data)
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"platform.io/services/gateway/negotiation"
 )
 
 // Component is one service behind the gateway as core componentstatuses report it: its name and
@@ -28,7 +30,7 @@ type Component struct {
 
 // serveComputed answers get and list of a computed resource (Resource.Computed).
 func (a *API) serveComputed(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, readOptions.forResource(info.res))
+	out, err := negotiation.Negotiate(r, readOptions.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -20,6 +20,7 @@ import (
 	"platform.io/libs/naming"
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/crd"
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/apiextensions"
 	"platform.io/services/gateway/registry/generic"
@@ -306,7 +307,7 @@ func (a *API) crdTerminating(res *registry.Resource) error {
 	a.crds.mu.Lock()
 	defer a.crds.mu.Unlock()
 	if a.crds.terminating[def.Name] {
-		return newStatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "create not allowed while custom resource definition is terminating")
+		return negotiation.StatusError(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "create not allowed while custom resource definition is terminating")
 	}
 	return nil
 }

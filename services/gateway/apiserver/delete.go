@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"platform.io/libs/naming"
+	"platform.io/services/gateway/negotiation"
 )
 
 // parseDeleteOptions reads DeleteOptions from the body (JSON or YAML) and the query.
@@ -66,16 +67,16 @@ func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 // decodeDeleteOptions reads a DeleteOptions body in its Content-Type: JSON, YAML, or the
 // Protobuf envelope (client-go's typed clients send Protobuf).
 func decodeDeleteOptions(r *http.Request, body []byte, opts *metav1.DeleteOptions) error {
-	mediaType := mediaJSON
+	mediaType := negotiation.MediaJSON
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil {
-			return unsupportedMediaType(ct, mediaJSON, mediaYAML, mediaProtobuf)
+			return negotiation.UnsupportedMediaType(negotiation.MediaJSON, negotiation.MediaYAML, negotiation.MediaProtobuf)
 		}
 		mediaType = mt
 	}
 	switch mediaType {
-	case mediaProtobuf, mediaUpstreamProtobuf:
+	case negotiation.MediaProtobuf, negotiation.MediaUpstreamProtobuf:
 		if len(body) < 4 || !bytes.Equal(body[:4], naming.ProtobufMagic[:]) {
 			return apierrors.NewBadRequest("the DeleteOptions body does not start with the Protobuf envelope prefix")
 		}
@@ -90,9 +91,9 @@ func decodeDeleteOptions(r *http.Request, body []byte, opts *metav1.DeleteOption
 			return apierrors.NewBadRequest("the DeleteOptions body is malformed: " + err.Error())
 		}
 		return nil
-	case mediaJSON, mediaYAML, "application/x-yaml", "text/yaml":
+	case negotiation.MediaJSON, negotiation.MediaYAML, "application/x-yaml", "text/yaml":
 		data := body
-		if mediaType != mediaJSON {
+		if mediaType != negotiation.MediaJSON {
 			converted, err := yaml.YAMLToJSON(body)
 			if err != nil {
 				return apierrors.NewBadRequest("the DeleteOptions body is not valid YAML: " + err.Error())
@@ -107,13 +108,13 @@ func decodeDeleteOptions(r *http.Request, body []byte, opts *metav1.DeleteOption
 		}
 		return nil
 	default:
-		return unsupportedMediaType(mediaType, mediaJSON, mediaYAML, mediaProtobuf)
+		return negotiation.UnsupportedMediaType(negotiation.MediaJSON, negotiation.MediaYAML, negotiation.MediaProtobuf)
 	}
 }
 
 // delete serves DELETE on an item.
 func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, writeOptions.forResource(info.res))
+	out, err := negotiation.Negotiate(r, writeOptions.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -141,18 +142,18 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, info *requestInfo) 
 		},
 	}
 	status.SetGroupVersionKind(schema.GroupVersion{Version: "v1"}.WithKind("Status"))
-	body, err := a.codec.encode(status, out)
+	body, err := a.enc.Encode(status, out)
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
 		return
 	}
-	writeBody(w, r, http.StatusOK, out.mediaType, body)
+	writeBody(w, r, http.StatusOK, out.MediaType, body)
 }
 
 // deleteCollection serves DELETE on a collection: every object the selectors match is deleted
 // as by DELETE on it; the answer is the list of objects deleted or marked.
 func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, writeOptions.forResource(info.res))
+	out, err := negotiation.Negotiate(r, writeOptions.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

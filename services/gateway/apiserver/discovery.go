@@ -10,25 +10,26 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 )
 
 // discoveryOptions: discovery documents are JSON or YAML (kubectl asks for aggregated discovery
 // first and falls back to these).
-var discoveryOptions = negotiateOptions{yaml: true}
+var discoveryOptions = negotiation.Options{YAML: true}
 
 func (a *API) writeDiscovery(w http.ResponseWriter, r *http.Request, obj runtime.Object) {
-	out, err := negotiate(r, discoveryOptions)
+	out, err := negotiation.Negotiate(r, discoveryOptions)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	body, err := a.codec.encode(obj, out)
+	body, err := a.enc.Encode(obj, out)
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
 		return
 	}
-	writeBody(w, r, http.StatusOK, out.mediaType, body)
+	writeBody(w, r, http.StatusOK, out.MediaType, body)
 }
 
 // serveAPIVersions answers /api: the core group's versions.
@@ -124,15 +125,15 @@ func (a *API) serveResourceList(w http.ResponseWriter, r *http.Request) {
 
 // serveVersion answers /version.
 func (a *API) serveVersion(w http.ResponseWriter, r *http.Request) {
-	out, err := negotiate(r, discoveryOptions)
+	out, err := negotiation.Negotiate(r, discoveryOptions)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	body, err := jsonOrYAML(a.cfg.Version, out)
+	body, err := negotiation.JSONOrYAML(a.cfg.Version, out)
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
 		return
 	}
-	writeBody(w, r, http.StatusOK, out.mediaType, body)
+	writeBody(w, r, http.StatusOK, out.MediaType, body)
 }

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"platform.io/libs/naming"
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/request"
 )
@@ -39,13 +39,13 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.ErrorContext(r.Context(), "request failed", append(requestAttrs(r.Context()), "method", r.Method, "path", r.URL.Path, "code", s.Code, "reason", s.Reason, "message", s.Message)...)
 	}
 	out := a.errorOutput(r)
-	body, err := a.codec.encode(s, out)
+	body, err := a.enc.Encode(s, out)
 	if err != nil {
-		out = output{format: formatJSON, mediaType: mediaJSON}
-		body, _ = a.codec.encode(s, out)
+		out = negotiation.Output{Format: negotiation.FormatJSON, MediaType: negotiation.MediaJSON}
+		body, _ = a.enc.Encode(s, out)
 	}
 	writeWarnings(w, r)
-	w.Header().Set("Content-Type", out.mediaType)
+	w.Header().Set("Content-Type", out.MediaType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(int(s.Code))
 	if r.Method != http.MethodHead {
@@ -57,54 +57,34 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // first media type of the Accept header that the endpoint serves (JSON, YAML and, for built-in
 // resources, Protobuf: a typed client asking for Protobuf gets its errors in Protobuf too), and
 // JSON when none is (also for every path that is not a resource's, which serve JSON only).
-func (a *API) errorOutput(r *http.Request) output {
-	js := output{format: formatJSON, mediaType: mediaJSON, pretty: prettyRequested(r)}
+func (a *API) errorOutput(r *http.Request) negotiation.Output {
+	js := negotiation.Output{Format: negotiation.FormatJSON, MediaType: negotiation.MediaJSON, Pretty: negotiation.PrettyRequested(r)}
 	if r.Header.Get("Accept") == "" || !isResourcePath(r.URL.EscapedPath()) {
 		return js
 	}
-	opts := negotiateOptions{yaml: true} // no Table: conversions are for objects, not a Status
+	opts := negotiation.Options{YAML: true} // no Table: conversions are for objects, not a Status
 	if res := a.resourceOf(r); res != nil {
-		opts.protobuf = res.Strategy().Protobuf()
+		opts.Protobuf = res.Strategy().Protobuf()
 	}
-	out, err := negotiate(r, opts)
+	out, err := negotiation.Negotiate(r, opts)
 	if err != nil {
 		return js
 	}
 	return out
 }
 
-// resourceOf is the served resource a resource path names (under its upstream group name too),
-// or nil.
+// resourceOf is the served resource a resource request names (under its upstream group name
+// too, as the chain's request info resolved it), or nil.
 func (a *API) resourceOf(r *http.Request) *registry.Resource {
-	gv, rest := splitGroupVersion(r.URL.Path)
-	parts := strings.Split(strings.Trim(rest, "/"), "/")
-	if len(parts) > 2 && parts[0] == "namespaces" && !request.NamespaceSubresource(parts[2]) {
-		parts = parts[2:]
+	ri, ok := request.InfoFrom(r.Context())
+	if !ok {
+		ri = a.Resolver().Resolve(r)
 	}
-	if res, ok := a.reg.Resource(gv.WithResource(parts[0])); ok {
-		return res
+	if !ri.IsResourceRequest || len(ri.Parts) == 0 {
+		return nil
 	}
-	if res, ok := a.reg.Resource(schema.GroupVersionResource{Group: naming.Group(gv.Group), Version: gv.Version, Resource: parts[0]}); ok {
-		return res
-	}
-	return nil
-}
-
-// newStatusError builds an API error for the codes apimachinery has no constructor for.
-func newStatusError(code int, reason metav1.StatusReason, msg string) *apierrors.StatusError {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg}}
-}
-
-// notAcceptable is the 406 for an Accept header the endpoint cannot satisfy.
-func notAcceptable(msg string) error {
-	return newStatusError(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, msg)
-}
-
-// unsupportedMediaType is the 415 for a request body of a type the endpoint does not read, in
-// upstream's words (which do not repeat the type sent).
-func unsupportedMediaType(_ string, accepted ...string) error {
-	msg := "the body of the request was in an unknown format - accepted media types include: " + strings.Join(accepted, ", ")
-	return newStatusError(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, msg)
+	res, _ := a.reg.Resource(schema.GroupVersionResource{Group: ri.APIGroup, Version: ri.APIVersion, Resource: ri.Parts[0]})
+	return res
 }
 
 // strictDecodingError is the 400 for unknown or duplicate fields under fieldValidation=Strict,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry/generic"
 )
 
@@ -36,7 +37,7 @@ var patchTypes = []string{mediaJSONPatch, mediaMergePatch, mediaStrategicPatch, 
 // metadata rules, validation) and is stored with compare-and-swap, retried against the newest
 // version unless the patch itself names a resourceVersion.
 func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, writeOptions.forResource(info.res))
+	out, err := negotiation.Negotiate(r, writeOptions.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -44,12 +45,12 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 	ct := r.Header.Get("Content-Type")
 	mediaType, _, err := mime.ParseMediaType(ct)
 	if err != nil || !contains(patchTypes, mediaType) {
-		a.writeError(w, r, unsupportedMediaType(ct, patchTypes...))
+		a.writeError(w, r, negotiation.UnsupportedMediaType(patchTypes...))
 		return
 	}
 	if mediaType == mediaStrategicPatch && !info.res.Strategy().StrategicMerge() {
 		// Strategic merge needs Go struct tags; custom resources have none, as upstream says.
-		a.writeError(w, r, unsupportedMediaType(ct, mediaJSONPatch, mediaMergePatch, mediaApplyPatch))
+		a.writeError(w, r, negotiation.UnsupportedMediaType(mediaJSONPatch, mediaMergePatch, mediaApplyPatch))
 		return
 	}
 	dry, err := parseDryRun(r)
@@ -174,7 +175,7 @@ func (p *parsedPatch) apply(current []byte, into runtime.Object) ([]byte, error)
 		out, err = strategicpatch.StrategicMergePatch(current, p.body, into)
 	}
 	if err != nil {
-		return nil, newStatusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch cannot be applied to the object: "+err.Error())
+		return nil, negotiation.StatusError(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch cannot be applied to the object: "+err.Error())
 	}
 	return out, nil
 }

@@ -11,12 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/listcache"
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/generic"
 )
 
 // readOptions are the negotiation options for reads of objects and collections.
-var readOptions = negotiateOptions{protobuf: true, table: true, yaml: true}
+var readOptions = negotiation.Options{Protobuf: true, Table: true, YAML: true}
 
 // get serves GET on an item (and on its status subresource, which reads the whole object).
 func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
@@ -24,7 +26,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.serveComputed(w, r, info)
 		return
 	}
-	out, err := negotiate(r, readOptions.forResource(info.res))
+	out, err := negotiation.Negotiate(r, readOptions.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -37,13 +39,13 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, generic.FromStorage(err, info.res.GroupResource(), info.name))
 		return
 	}
-	if out.format == formatJSON && !out.pretty && info.wire.Empty() {
-		body, err := a.storedJSON(info.res, resp.Object)
+	if out.Format == negotiation.FormatJSON && !out.Pretty && info.wire.Empty() {
+		body, err := a.jsonCache.StoredJSON(info.res, resp.Object)
 		if err != nil {
 			a.writeError(w, r, apierrors.NewInternalError(err))
 			return
 		}
-		writeBody(w, r, http.StatusOK, out.mediaType, body)
+		writeBody(w, r, http.StatusOK, out.MediaType, body)
 		return
 	}
 	obj, err := a.gen.Decode(info.res, resp.Object)
@@ -114,7 +116,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.serveComputed(w, r, info)
 		return
 	}
-	out, err := negotiate(r, readOptions.forResource(info.res))
+	out, err := negotiation.Negotiate(r, readOptions.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -129,25 +131,25 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, err)
 		return
 	}
-	if out.format == formatJSON && !out.pretty && info.wire.Empty() {
+	if out.Format == negotiation.FormatJSON && !out.Pretty && info.wire.Empty() {
 		// The common case: items' encodings kept by the list cache, or from the JSON cache; no
 		// typed list built.
 		encoded := make([][]byte, len(resp.Items))
 		for i, o := range resp.Items {
-			var enc *itemEncoding
+			var enc *listcache.ItemEncoding
 			if encs != nil {
 				enc = encs[i]
 			}
-			if encoded[i] = enc.get(info.res); encoded[i] != nil {
+			if encoded[i] = enc.Get(info.res); encoded[i] != nil {
 				continue
 			}
-			if encoded[i], err = a.storedJSON(info.res, o); err != nil {
+			if encoded[i], err = a.jsonCache.StoredJSON(info.res, o); err != nil {
 				a.writeError(w, r, apierrors.NewInternalError(err))
 				return
 			}
-			enc.set(info.res, encoded[i])
+			enc.Set(info.res, encoded[i])
 		}
-		a.writeJSONList(w, r, out.mediaType, info.res.ListKind, info.res.GroupVersion(), encoded, lm)
+		a.writeJSONList(w, r, out.MediaType, info.res.ListKind, info.res.GroupVersion(), encoded, lm)
 		return
 	}
 	items, err := a.decodeItems(info.res, resp.Items)
@@ -160,9 +162,11 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 
 // listStored reads one page (or all) of a collection from the list cache or storage, with its
 // list metadata, and (from the list cache) each item's encoding holder.
-func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*storagev1.ListResponse, metav1.ListMeta, []*itemEncoding, error) {
-	if a.listCacheServes(p) {
-		if resp, encs, err := a.listCacheFor(info.res).list(r.Context(), info.namespace, p); err == nil {
+func (a *API) listStored(r *http.Request, info *requestInfo, p listParams) (*storagev1.ListResponse, metav1.ListMeta, []*listcache.ItemEncoding, error) {
+	cp := listcache.Params{LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector, ResourceVersion: p.resourceVersion,
+		Match: p.match, Limit: p.limit, Continue: p.continueToken}
+	if !a.cfg.DisableWatchHub && listcache.Serves(cp) {
+		if resp, encs, err := a.listCaches.For(info.res).List(r.Context(), info.namespace, cp); err == nil {
 			return resp, metav1.ListMeta{ResourceVersion: strconv.FormatInt(resp.ResourceVersion, 10)}, encs, nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 )
 
@@ -29,9 +30,9 @@ func writeBody(w http.ResponseWriter, r *http.Request, code int, mediaType strin
 }
 
 // writeObject answers with one object in the negotiated representation.
-func (a *API) writeObject(w http.ResponseWriter, r *http.Request, code int, res *registry.Resource, obj runtime.Object, out output) {
+func (a *API) writeObject(w http.ResponseWriter, r *http.Request, code int, res *registry.Resource, obj runtime.Object, out negotiation.Output) {
 	requestInfoFrom(r.Context()).toWire(obj)
-	if out.format == formatTable {
+	if out.Format == negotiation.FormatTable {
 		table, err := a.table(res, []runtime.Object{obj}, out, r)
 		if err != nil {
 			a.writeError(w, r, err)
@@ -39,16 +40,16 @@ func (a *API) writeObject(w http.ResponseWriter, r *http.Request, code int, res 
 		}
 		obj = table
 	}
-	body, err := a.codec.encode(obj, out)
+	body, err := a.enc.Encode(obj, out)
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
 		return
 	}
-	writeBody(w, r, code, out.mediaType, body)
+	writeBody(w, r, code, out.MediaType, body)
 }
 
 // writeList answers with a collection: <Kind>List with its list metadata, or a Table.
-func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Resource, items []runtime.Object, lm metav1.ListMeta, out output) {
+func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Resource, items []runtime.Object, lm metav1.ListMeta, out negotiation.Output) {
 	var body []byte
 	var err error
 	info := requestInfoFrom(r.Context())
@@ -58,16 +59,16 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 		}
 	}
 	listGV := info.outGVK(res.GroupVersion().WithKind(res.ListKind)).GroupVersion()
-	switch out.format {
-	case formatTable:
+	switch out.Format {
+	case negotiation.FormatTable:
 		var table *metav1.Table
 		table, err = a.table(res, items, out, r)
 		if err == nil {
 			table.ListMeta = lm
-			body, err = a.codec.encode(table, out)
+			body, err = a.enc.Encode(table, out)
 		}
-	case formatJSON:
-		if !out.pretty {
+	case negotiation.FormatJSON:
+		if !out.Pretty {
 			encoded := make([][]byte, len(items))
 			for i, item := range items {
 				if encoded[i], err = json.Marshal(item); err != nil {
@@ -75,7 +76,7 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 				}
 			}
 			if err == nil {
-				a.writeJSONList(w, r, out.mediaType, res.ListKind, listGV, encoded, lm)
+				a.writeJSONList(w, r, out.MediaType, res.ListKind, listGV, encoded, lm)
 				return
 			}
 			break
@@ -86,14 +87,14 @@ func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Re
 		list, err = a.typedList(res, items, lm)
 		if err == nil {
 			list.GetObjectKind().SetGroupVersionKind(listGV.WithKind(res.ListKind))
-			body, err = a.codec.encode(list, out)
+			body, err = a.enc.Encode(list, out)
 		}
 	}
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
 		return
 	}
-	writeBody(w, r, http.StatusOK, out.mediaType, body)
+	writeBody(w, r, http.StatusOK, out.MediaType, body)
 }
 
 // typedList builds the <Kind>List object of res holding items.
@@ -168,7 +169,7 @@ func (a *API) writeJSONList(w http.ResponseWriter, r *http.Request, mediaType, l
 // table renders objects as a Table: the kind's columns, one row per object, and each row's
 // object as PartialObjectMetadata (includeObject=Metadata, the default), the whole object
 // (Object), or nothing (None).
-func (a *API) table(res *registry.Resource, objs []runtime.Object, out output, r *http.Request) (*metav1.Table, error) {
+func (a *API) table(res *registry.Resource, objs []runtime.Object, out negotiation.Output, r *http.Request) (*metav1.Table, error) {
 	include := metav1.IncludeMetadata
 	switch v := r.URL.Query().Get("includeObject"); v {
 	case "", string(metav1.IncludeMetadata):
@@ -187,7 +188,7 @@ func (a *API) table(res *registry.Resource, objs []runtime.Object, out output, r
 		return nil, apierrors.NewInternalError(err)
 	}
 	table := &metav1.Table{ColumnDefinitions: p.Columns, Rows: make([]metav1.TableRow, 0, len(objs))}
-	table.SetGroupVersionKind(out.tableGV.WithKind("Table"))
+	table.SetGroupVersionKind(out.TableGV.WithKind("Table"))
 	now := a.now()
 	for _, obj := range objs {
 		cells, err := p.Cells(obj, now)
@@ -204,7 +205,7 @@ func (a *API) table(res *registry.Resource, objs []runtime.Object, out output, r
 				return nil, apierrors.NewInternalError(err)
 			}
 			pom := meta.AsPartialObjectMetadata(acc)
-			pom.SetGroupVersionKind(out.tableGV.WithKind("PartialObjectMetadata"))
+			pom.SetGroupVersionKind(out.TableGV.WithKind("PartialObjectMetadata"))
 			row.Object.Object = pom
 		}
 		table.Rows = append(table.Rows, row)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
 	"platform.io/services/gateway/registry/generic"
@@ -52,7 +53,7 @@ func scaleOf(res *registry.Resource, obj runtime.Object) (*autoscalingv1.Scale, 
 
 // serveScale handles get, update and patch of the scale subresource.
 func (a *API) serveScale(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, writeOptions)
+	out, err := negotiation.Negotiate(r, writeOptions)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -78,12 +79,12 @@ func (a *API) serveScale(w http.ResponseWriter, r *http.Request, info *requestIn
 		a.writeError(w, r, apierrors.NewMethodNotSupported(info.res.GroupResource(), info.verb))
 		return
 	}
-	body, err := a.codec.encode(s, out)
+	body, err := a.enc.Encode(s, out)
 	if err != nil {
 		a.writeError(w, r, apierrors.NewInternalError(err))
 		return
 	}
-	writeBody(w, r, http.StatusOK, out.mediaType, body)
+	writeBody(w, r, http.StatusOK, out.MediaType, body)
 }
 
 // writeScale sets the parent's replicas from a PUT body or a patch of the current Scale.
@@ -102,12 +103,12 @@ func (a *API) writeScale(r *http.Request, info *requestInfo) (*autoscalingv1.Sca
 	}
 	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
-		mediaType = mediaJSON
+		mediaType = negotiation.MediaJSON
 	}
 	var p *parsedPatch
 	if info.verb == "patch" {
 		if mediaType == mediaApplyPatch || !contains(patchTypes, mediaType) {
-			return nil, unsupportedMediaType(mediaType, mediaJSONPatch, mediaMergePatch, mediaStrategicPatch)
+			return nil, negotiation.UnsupportedMediaType(mediaJSONPatch, mediaMergePatch, mediaStrategicPatch)
 		}
 		if p, err = parsePatch(mediaType, body); err != nil {
 			return nil, err
@@ -176,13 +177,13 @@ func (a *API) requestedScale(mediaType string, body []byte, p *parsedPatch, cur 
 		if err != nil {
 			return nil, err
 		}
-		body, mediaType = patched, mediaJSON
+		body, mediaType = patched, negotiation.MediaJSON
 	}
 	var err error
 	switch mediaType {
-	case mediaProtobuf, mediaUpstreamProtobuf:
+	case negotiation.MediaProtobuf, negotiation.MediaUpstreamProtobuf:
 		err = builtin.DecodeProtobuf(body, want)
-	case mediaYAML:
+	case negotiation.MediaYAML:
 		_, err = decodeJSON(body, want, true)
 	default:
 		_, err = decodeJSON(body, want, false)

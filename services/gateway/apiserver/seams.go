@@ -10,6 +10,7 @@ import (
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/auth"
+	"platform.io/services/gateway/listcache"
 	"platform.io/services/gateway/registry/rbac"
 )
 
@@ -31,9 +32,7 @@ type Storage interface {
 }
 
 // EventStream is a storage watch: batches of events until an error ends it.
-type EventStream interface {
-	Recv() ([]*storagev1.Event, error)
-}
+type EventStream = listcache.EventStream
 
 // StorageClient adapts the storage service's client to Storage.
 func StorageClient(c *storage.Client) Storage { return storageClient{c} }

@@ -1,11 +1,6 @@
 package apiserver
 
 import (
-	"context"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/builtin"
 	"platform.io/services/gateway/registry/kinds"
@@ -17,16 +12,10 @@ import (
 // prevention), and whether admission guards the initial namespaces.
 func (a *API) strategies(shared *builtin.Shared) registry.StrategyFactory {
 	return kinds.Factory(kinds.Deps{
-		Registry: a.reg,
-		Shared:   shared,
-		Log:      a.log,
-		RBAC: rbac.Deps{Authorizer: a.authz, Log: a.log, Get: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (runtime.Object, error) {
-			res, ok := a.reg.Resource(gvr)
-			if !ok {
-				return nil, notFoundType(gvr)
-			}
-			return a.gen.Get(ctx, res, namespace, name)
-		}},
+		Registry:          a.reg,
+		Shared:            shared,
+		Log:               a.log,
+		RBAC:              rbac.Deps{Authorizer: a.authz, Log: a.log, Get: a.getObject},
 		ProtectNamespaces: a.admission == nil,
 		Tokens:            a.authn,
 		Authz:             a.authz,

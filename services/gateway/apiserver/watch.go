@@ -18,6 +18,7 @@ import (
 
 	"platform.io/libs/storage"
 	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry/generic"
 )
 
@@ -72,7 +73,7 @@ func (a *API) parseWatchParams(r *http.Request) (watchParams, error) {
 // watch serves GET ?watch=true: a chunked stream of JSON watch events (or Table events), one
 // per line, until the timeout, the client leaving, or an error (sent as an ERROR event).
 func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiate(r, negotiateOptions{table: true, protobuf: true}.forResource(info.res))
+	out, err := negotiation.Negotiate(r, negotiation.Options{Table: true, Protobuf: true}.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -187,9 +188,9 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 
 // startWatchResponse sends the headers of a watch stream. Protobuf streams are
 // "<media type>;stream=watch", as client-go expects.
-func startWatchResponse(w http.ResponseWriter, out output) http.Flusher {
-	ct := out.mediaType
-	if out.format == formatProtobuf {
+func startWatchResponse(w http.ResponseWriter, out negotiation.Output) http.Flusher {
+	ct := out.MediaType
+	if out.Format == negotiation.FormatProtobuf {
 		ct += ";stream=watch"
 	}
 	w.Header().Set("Content-Type", ct)
@@ -215,7 +216,7 @@ func joinSelectors(a, b string) string {
 type watchEncoder struct {
 	a           *API
 	info        *requestInfo
-	out         output
+	out         negotiation.Output
 	r           *http.Request
 	wroteHeader bool
 }
@@ -243,7 +244,7 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 		obj.GetObjectKind().SetGroupVersionKind(res.GroupVersionKind())
 	} else {
 		var err error
-		obj, err = e.a.codec.decodeStored(ev.Object.Value, res)
+		obj, err = res.Strategy().DecodeStored(ev.Object.Value)
 		if err != nil {
 			return err
 		}
@@ -253,12 +254,12 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 		mustMeta(obj).SetResourceVersion(rv)
 	}
 	e.info.toWire(obj)
-	if e.out.format == formatTable {
+	if e.out.Format == negotiation.FormatTable {
 		var table *metav1.Table
 		var err error
 		if ev.Type == storagev1.EventType_BOOKMARK {
 			table = &metav1.Table{}
-			table.SetGroupVersionKind(e.out.tableGV.WithKind("Table"))
+			table.SetGroupVersionKind(e.out.TableGV.WithKind("Table"))
 			table.ResourceVersion = rv
 		} else if table, err = e.a.table(res, []runtime.Object{obj}, e.out, e.r); err != nil {
 			return err
@@ -270,7 +271,7 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 		e.wroteHeader = e.wroteHeader || ev.Type != storagev1.EventType_BOOKMARK
 		obj = table
 	}
-	if e.out.format == formatProtobuf {
+	if e.out.Format == negotiation.FormatProtobuf {
 		return e.a.writeProtobufEvent(buf, eventTypes[ev.Type], obj)
 	}
 	return writeEvent(buf, eventTypes[ev.Type], obj)
@@ -280,7 +281,7 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 func (e *watchEncoder) writeError(buf *bytes.Buffer, err error) {
 	s := statusOf(err)
 	s.Kind, s.APIVersion = "Status", "v1"
-	if e.out.format == formatProtobuf {
+	if e.out.Format == negotiation.FormatProtobuf {
 		_ = e.a.writeProtobufEvent(buf, "ERROR", s)
 		return
 	}
@@ -290,7 +291,7 @@ func (e *watchEncoder) writeError(buf *bytes.Buffer, err error) {
 // writeProtobufEvent appends one frame of a Protobuf watch stream: a 4-byte big-endian length,
 // then a WatchEvent (without the envelope) whose object is the object's Protobuf envelope.
 func (a *API) writeProtobufEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
-	raw, err := a.codec.encode(obj, output{format: formatProtobuf})
+	raw, err := a.enc.Encode(obj, negotiation.Output{Format: negotiation.FormatProtobuf})
 	if err != nil {
 		return err
 	}
@@ -321,10 +322,10 @@ func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
 
 // hubEligible tells whether a watch can be served by its type's shared hub: it starts at an
 // exact resourceVersion (no initial state), selects by namespace at most, and wants plain JSON.
-func (a *API) hubEligible(info *requestInfo, req *storagev1.WatchRequest, out output) (*watchHub, int64, bool) {
+func (a *API) hubEligible(info *requestInfo, req *storagev1.WatchRequest, out negotiation.Output) (*watchHub, int64, bool) {
 	// The hub encodes each event once for every watcher, in the served group: a client that
 	// addressed upstream's group name gets its own watch.
-	if a.cfg.DisableWatchHub || !info.wire.Empty() || (out.format != formatJSON && out.format != formatProtobuf) || out.pretty || req.SendInitialEvents ||
+	if a.cfg.DisableWatchHub || !info.wire.Empty() || (out.Format != negotiation.FormatJSON && out.Format != negotiation.FormatProtobuf) || out.Pretty || req.SendInitialEvents ||
 		req.LabelSelector != "" || req.FieldSelector != "" {
 		return nil, 0, false
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	storagev1 "platform.io/proto/storage/v1"
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry"
 	"platform.io/services/gateway/registry/generic"
 )
@@ -218,7 +219,7 @@ func (h *watchHub) pump(ctx context.Context, stream interface {
 				progress = ev.ResourceVersion
 				continue
 			}
-			obj, err := h.a.codec.decodeStored(ev.Object.Value, h.res)
+			obj, err := h.res.Strategy().DecodeStored(ev.Object.Value)
 			if err != nil {
 				h.a.log.ErrorContext(ctx, "watch hub: undecodable stored object", "resource", h.res.Resource, "error", err)
 				h.stop()
@@ -307,10 +308,10 @@ func (h *watchHub) stop() {
 
 // serveFromHub streams a subscriber's events to the client until the timeout, the client
 // leaving, or the hub closing the subscription.
-func (a *API) serveFromHub(ctx context.Context, w http.ResponseWriter, info *requestInfo, out output, h *watchHub, s *hubSubscriber) {
+func (a *API) serveFromHub(ctx context.Context, w http.ResponseWriter, info *requestInfo, out negotiation.Output, h *watchHub, s *hubSubscriber) {
 	defer h.unsubscribe(s)
 	flusher := startWatchResponse(w, out)
-	protobuf := out.format == formatProtobuf
+	protobuf := out.Format == negotiation.FormatProtobuf
 	var buf bytes.Buffer
 	write := func(ev *hubEvent) bool {
 		if ev.typ == storagev1.EventType_BOOKMARK {

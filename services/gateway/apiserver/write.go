@@ -12,11 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/libs/warning"
+	"platform.io/services/gateway/negotiation"
 	"platform.io/services/gateway/registry/generic"
 )
 
 // writeOptions are the negotiation options for responses to writes.
-var writeOptions = negotiateOptions{protobuf: true, yaml: true}
+var writeOptions = negotiation.Options{Protobuf: true, YAML: true}
 
 // parseDryRun reads dryRun: absent or empty means a real request, All means every stage but
 // persistence, anything else is 400.
@@ -61,7 +62,7 @@ func writeWarnings(w http.ResponseWriter, r *http.Request) {
 
 // writeRequest is what create and update read from a request before touching storage.
 type writeRequest struct {
-	out      output
+	out      negotiation.Output
 	dryRun   bool
 	obj      runtime.Object
 	meta     metav1.Object
@@ -74,7 +75,7 @@ type writeRequest struct {
 
 // readWrite negotiates the response and decodes and checks the body of a create or update.
 func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, error) {
-	out, err := negotiate(r, writeOptions.forResource(info.res))
+	out, err := negotiation.Negotiate(r, writeOptions.ForResource(info.res))
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func (a *API) readWrite(r *http.Request, info *requestInfo) (*writeRequest, erro
 	if err != nil {
 		return nil, err
 	}
-	obj, warnings, bodyGV, err := a.codec.decodeBody(r, info.res, fv)
+	obj, warnings, bodyGV, err := decodeBody(r, info.res, fv)
 	if err != nil {
 		return nil, err
 	}

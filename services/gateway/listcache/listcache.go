@@ -1,4 +1,6 @@
-package apiserver
+// Package listcache keeps, per storage type that clients list, every object of the type in the
+// gateway's memory, fed by one storage watch (upstream's watch cache serving lists).
+package listcache
 
 import (
 	"context"
@@ -43,22 +45,22 @@ const (
 	listCacheWait = time.Second
 )
 
-type listCacheEntry struct {
+type entry struct {
 	key string // backend key order: "<namespace>/<name>"
 	obj *storagev1.Object
-	enc *itemEncoding // obj's JSON, once a list has encoded it
+	enc *ItemEncoding // obj's JSON, once a list has encoded it
 }
 
-func newListCacheEntry(key string, obj *storagev1.Object) listCacheEntry {
-	return listCacheEntry{key: key, obj: obj, enc: new(itemEncoding)}
+func newEntry(key string, obj *storagev1.Object) entry {
+	return entry{key: key, obj: obj, enc: new(ItemEncoding)}
 }
 
-// itemEncoding holds one cached object's JSON encoding, as the resource (group and version) that
+// ItemEncoding holds one cached object's JSON encoding, as the resource (group and version) that
 // encoded it serves it, for the lists the cache answers: they then take each item's encoding
 // without a lookup in the JSON cache (a hash of the item's namespace and name, a lock and a map
 // probe: 11% of the all-in-one's CPU per list of 2,000). An entry's object is never replaced in
 // place: a new version of the object gets a new itemEncoding.
-type itemEncoding struct {
+type ItemEncoding struct {
 	p atomic.Pointer[encodedItem]
 }
 
@@ -67,8 +69,8 @@ type encodedItem struct {
 	json []byte
 }
 
-// get returns the JSON encoding as res serves it, if it is known; e may be nil.
-func (e *itemEncoding) get(res *registry.Resource) []byte {
+// Get returns the JSON encoding as res serves it, if it is known; e may be nil.
+func (e *ItemEncoding) Get(res *registry.Resource) []byte {
 	if e == nil {
 		return nil
 	}
@@ -78,16 +80,16 @@ func (e *itemEncoding) get(res *registry.Resource) []byte {
 	return nil
 }
 
-// set records the JSON encoding as res serves it; e may be nil.
-func (e *itemEncoding) set(res *registry.Resource, b []byte) {
+// Set records the JSON encoding as res serves it; e may be nil.
+func (e *ItemEncoding) Set(res *registry.Resource, b []byte) {
 	if e != nil {
 		e.p.Store(&encodedItem{res: res, json: b})
 	}
 }
 
-// listCache is the cached state of one storage type.
-type listCache struct {
-	a    *API
+// Cache is the cached state of one storage type.
+type Cache struct {
+	cs   *Caches
 	rt   *storagev1.ResourceType
 	name string
 
@@ -97,75 +99,109 @@ type listCache struct {
 	ready   bool // the initial state is loaded and the watch runs
 	stopped bool
 	rev     int64
-	items   []listCacheEntry // sorted by key
-	changed chan struct{}    // closed (and replaced) whenever rev advances or the cache stops
+	items   []entry       // sorted by key
+	changed chan struct{} // closed (and replaced) whenever rev advances or the cache stops
 	cancel  context.CancelFunc
 }
 
-type listCaches struct {
+// EventStream is a storage watch: batches of events until an error ends it.
+type EventStream = interface {
+	Recv() ([]*storagev1.Event, error)
+}
+
+// Storage is what the caches read: each type's revision, and its watch.
+type Storage interface {
+	Revision(ctx context.Context, req *storagev1.RevisionRequest) (*storagev1.RevisionResponse, error)
+	Watch(ctx context.Context, req *storagev1.WatchRequest) (EventStream, error)
+}
+
+// Config is what the caches need.
+type Config struct {
+	Storage Storage
+	// Context bounds the caches' watches (they end with it).
+	Context context.Context
+	// Now is the clock (tests may fix it).
+	Now func() time.Time
+	// BookmarkInterval is how often the caches' watches bring a bookmark on a quiet type.
+	BookmarkInterval time.Duration
+	// Metrics registers apiserver_cache_list_total (nil keeps it unexported).
+	Metrics prometheus.Registerer
+}
+
+// Caches are the caches of the types clients list, each started on its first list and dropped
+// after listCacheIdle without one.
+type Caches struct {
+	cfg    Config
 	mu     sync.Mutex
-	byType map[string]*listCache
+	byType map[string]*Cache
 	// served counts the lists answered from a cache: upstream's apiserver_cache_list_total.
 	served *prometheus.CounterVec
 }
 
-func newListCacheMetric(reg prometheus.Registerer) *prometheus.CounterVec {
+// New returns the caches of cfg (none runs before a list asks for it).
+func New(cfg Config) *Caches {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "apiserver_cache_list_total",
 		Help: "Number of LIST requests served from watch cache",
 	}, []string{"resource_prefix", "index"})
-	if reg != nil {
-		reg.MustRegister(c)
+	if cfg.Metrics != nil {
+		cfg.Metrics.MustRegister(c)
 	}
-	return c
+	return &Caches{cfg: cfg, served: c}
 }
 
-// listCacheFor returns the running cache of res's storage type, starting it on first use.
-func (a *API) listCacheFor(res *registry.Resource) *listCache {
+// For returns the running cache of res's storage type, starting it on first use.
+func (cs *Caches) For(res *registry.Resource) *Cache {
 	rt := generic.StorageType(res)
 	name := "/" + rt.Resource // upstream's resource_prefix: /configmaps, /deployments.apps
 	if rt.Group != "" {
 		name += "." + rt.Group
 	}
-	a.listCaches.mu.Lock()
-	defer a.listCaches.mu.Unlock()
-	if a.listCaches.byType == nil {
-		a.listCaches.byType = map[string]*listCache{}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.byType == nil {
+		cs.byType = map[string]*Cache{}
 	}
-	c, ok := a.listCaches.byType[name]
+	c, ok := cs.byType[name]
 	if !ok {
-		ctx, cancel := context.WithCancel(a.runCtx)
-		c = &listCache{a: a, rt: rt, name: name, changed: make(chan struct{}), cancel: cancel}
-		c.lastUsed.Store(a.now().UnixNano())
-		a.listCaches.byType[name] = c
+		ctx, cancel := context.WithCancel(cs.cfg.Context)
+		c = &Cache{cs: cs, rt: rt, name: name, changed: make(chan struct{}), cancel: cancel}
+		c.lastUsed.Store(cs.cfg.Now().UnixNano())
+		cs.byType[name] = c
 		go c.run(ctx)
 	}
 	return c
 }
 
 // forget removes c from the API's caches (it stopped); the next list starts a new one.
-func (c *listCache) forget() {
-	c.a.listCaches.mu.Lock()
-	if c.a.listCaches.byType[c.name] == c {
-		delete(c.a.listCaches.byType, c.name)
+func (c *Cache) forget() {
+	c.cs.mu.Lock()
+	if c.cs.byType[c.name] == c {
+		delete(c.cs.byType, c.name)
 	}
-	c.a.listCaches.mu.Unlock()
+	c.cs.mu.Unlock()
 }
 
 // run loads the type through one watch (its initial events, then every change) and keeps the
 // cache current until the watch ends, the API stops or the cache goes unused; then the cache is
 // dropped, and lists go to storage until one starts it again.
-func (c *listCache) run(ctx context.Context) {
+func (c *Cache) run(ctx context.Context) {
 	defer c.stop()
-	stream, err := c.a.store.Watch(ctx, &storagev1.WatchRequest{
+	stream, err := c.cs.cfg.Storage.Watch(ctx, &storagev1.WatchRequest{
 		Type: c.rt, SendInitialEvents: true, AllowBookmarks: true, IndexAttributes: true,
-		BookmarkIntervalMs: c.a.cfg.BookmarkInterval.Milliseconds(),
+		BookmarkIntervalMs: c.cs.cfg.BookmarkInterval.Milliseconds(),
 	})
 	if err != nil {
 		return
 	}
 	go c.expireWhenIdle(ctx)
-	var initial []listCacheEntry
+	var initial []entry
 	for {
 		events, err := stream.Recv()
 		if err != nil {
@@ -175,9 +211,9 @@ func (c *listCache) run(ctx context.Context) {
 			for _, ev := range events {
 				switch {
 				case ev.Type == storagev1.EventType_ADDED:
-					initial = append(initial, newListCacheEntry(ev.Object.Namespace+"/"+ev.Object.Name, ev.Object))
+					initial = append(initial, newEntry(ev.Object.Namespace+"/"+ev.Object.Name, ev.Object))
 				case ev.Type == storagev1.EventType_BOOKMARK && ev.InitialEventsEnd:
-					slices.SortFunc(initial, func(x, y listCacheEntry) int { return strings.Compare(x.key, y.key) })
+					slices.SortFunc(initial, func(x, y entry) int { return strings.Compare(x.key, y.key) })
 					c.load(initial, ev.ResourceVersion)
 					initial = nil
 				}
@@ -188,26 +224,26 @@ func (c *listCache) run(ctx context.Context) {
 	}
 }
 
-func (c *listCache) isReady() bool {
+func (c *Cache) isReady() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.ready
 }
 
-func (c *listCache) load(items []listCacheEntry, rev int64) {
+func (c *Cache) load(items []entry, rev int64) {
 	c.mu.Lock()
 	c.items, c.rev, c.ready = items, rev, true
 	c.notifyLocked()
 	c.mu.Unlock()
 }
 
-func (c *listCache) notifyLocked() {
+func (c *Cache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
 
 // apply applies a batch of watch events in order.
-func (c *listCache) apply(events []*storagev1.Event) {
+func (c *Cache) apply(events []*storagev1.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	advanced := false
@@ -220,16 +256,16 @@ func (c *listCache) apply(events []*storagev1.Event) {
 			continue
 		}
 		key := ev.Object.Namespace + "/" + ev.Object.Name
-		i, found := slices.BinarySearchFunc(c.items, key, func(e listCacheEntry, k string) int { return strings.Compare(e.key, k) })
+		i, found := slices.BinarySearchFunc(c.items, key, func(e entry, k string) int { return strings.Compare(e.key, k) })
 		switch {
 		case ev.Type == storagev1.EventType_DELETED:
 			if found {
 				c.items = slices.Delete(c.items, i, i+1)
 			}
 		case found:
-			c.items[i] = newListCacheEntry(key, ev.Object)
+			c.items[i] = newEntry(key, ev.Object)
 		default:
-			c.items = slices.Insert(c.items, i, newListCacheEntry(key, ev.Object))
+			c.items = slices.Insert(c.items, i, newEntry(key, ev.Object))
 		}
 	}
 	if advanced {
@@ -238,7 +274,7 @@ func (c *listCache) apply(events []*storagev1.Event) {
 }
 
 // expireWhenIdle stops the cache once no list has used it for listCacheIdle.
-func (c *listCache) expireWhenIdle(ctx context.Context) {
+func (c *Cache) expireWhenIdle(ctx context.Context) {
 	t := time.NewTicker(listCacheIdle / 5)
 	defer t.Stop()
 	for {
@@ -246,7 +282,7 @@ func (c *listCache) expireWhenIdle(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if c.a.now().Sub(time.Unix(0, c.lastUsed.Load())) > listCacheIdle {
+			if c.cs.cfg.Now().Sub(time.Unix(0, c.lastUsed.Load())) > listCacheIdle {
 				c.cancel()
 				return
 			}
@@ -255,7 +291,7 @@ func (c *listCache) expireWhenIdle(ctx context.Context) {
 }
 
 // stop ends the cache: its watch, its memory, and its place in the API.
-func (c *listCache) stop() {
+func (c *Cache) stop() {
 	c.cancel()
 	c.forget()
 	c.mu.Lock()
@@ -268,7 +304,7 @@ func (c *listCache) stop() {
 
 // waitFor waits until the cache has applied rev; false when it stops, is not ready, or does
 // not get there within timeout.
-func (c *listCache) waitFor(ctx context.Context, rev int64, timeout time.Duration) bool {
+func (c *Cache) waitFor(ctx context.Context, rev int64, timeout time.Duration) bool {
 	var timer *time.Timer
 	for {
 		c.mu.RLock()
@@ -294,59 +330,68 @@ func (c *listCache) waitFor(ctx context.Context, rev int64, timeout time.Duratio
 	}
 }
 
-// listCacheServes reports whether the list cache may answer a list with these parameters:
-// unpaged, and at "most recent", "any" or "not older than" a revision.
-func (a *API) listCacheServes(p listParams) bool {
-	if a.cfg.DisableWatchHub || p.limit != 0 || p.continueToken != "" {
+// Params are a list's parameters, as the request gave them.
+type Params struct {
+	LabelSelector, FieldSelector string
+	ResourceVersion              string
+	Match                        storagev1.ResourceVersionMatch
+	Limit                        int64
+	Continue                     string
+}
+
+// Serves reports whether a cache may answer a list with these parameters: unpaged, and at "most
+// recent", "any" or "not older than" a revision.
+func Serves(p Params) bool {
+	if p.Limit != 0 || p.Continue != "" {
 		return false
 	}
-	switch p.match {
+	switch p.Match {
 	case storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_UNSPECIFIED:
 		return true
 	case storagev1.ResourceVersionMatch_RESOURCE_VERSION_MATCH_NOT_OLDER_THAN:
-		return p.resourceVersion != ""
+		return p.ResourceVersion != ""
 	}
 	return false
 }
 
-// errNotFromCache: the list is one the cache does not answer; storage does.
-var errNotFromCache = errors.New("not served from the list cache")
+// ErrNotFromCache: the list is one the cache does not answer; storage does.
+var ErrNotFromCache = errors.New("not served from the list cache")
 
-// list answers an unpaged list from the cache: the selected objects in key order, the revision
+// List answers an unpaged list from the cache: the selected objects in key order, the revision
 // they are at, and each item's encoding holder (aligned with the items).
-func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*storagev1.ListResponse, []*itemEncoding, error) {
-	c.lastUsed.Store(c.a.now().UnixNano())
-	f, err := storage.NewFilter(namespace, p.labelSelector, p.fieldSelector)
+func (c *Cache) List(ctx context.Context, namespace string, p Params) (*storagev1.ListResponse, []*ItemEncoding, error) {
+	c.lastUsed.Store(c.cs.cfg.Now().UnixNano())
+	f, err := storage.NewFilter(namespace, p.LabelSelector, p.FieldSelector)
 	if err != nil {
-		return nil, nil, errNotFromCache // storage gives the error its wording
+		return nil, nil, ErrNotFromCache // storage gives the error its wording
 	}
 	if !c.isReady() {
-		return nil, nil, errNotFromCache
+		return nil, nil, ErrNotFromCache
 	}
-	switch p.resourceVersion {
+	switch p.ResourceVersion {
 	case "":
 		// Most recent: at least the type's revision when the list arrived.
 		rctx, cancel := context.WithTimeout(ctx, listCacheWait)
-		cur, err := c.a.store.Revision(rctx, &storagev1.RevisionRequest{Type: c.rt})
+		cur, err := c.cs.cfg.Storage.Revision(rctx, &storagev1.RevisionRequest{Type: c.rt})
 		cancel()
 		if err != nil || !c.waitFor(ctx, cur.GetCurrent(), listCacheWait) {
-			return nil, nil, errNotFromCache
+			return nil, nil, ErrNotFromCache
 		}
 	case "0":
 	default:
-		n, err := strconv.ParseInt(p.resourceVersion, 10, 64)
+		n, err := strconv.ParseInt(p.ResourceVersion, 10, 64)
 		if err != nil || n < 0 || !c.waitFor(ctx, n, listCacheWait) {
-			return nil, nil, errNotFromCache // storage says what is wrong, or waits its own time
+			return nil, nil, ErrNotFromCache // storage says what is wrong, or waits its own time
 		}
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if !c.ready {
-		return nil, nil, errNotFromCache
+		return nil, nil, ErrNotFromCache
 	}
 	items := c.items
 	if prefix := f.Prefix(); prefix != "" {
-		i, _ := slices.BinarySearchFunc(items, prefix, func(e listCacheEntry, k string) int { return strings.Compare(e.key, k) })
+		i, _ := slices.BinarySearchFunc(items, prefix, func(e entry, k string) int { return strings.Compare(e.key, k) })
 		j := i
 		for j < len(items) && strings.HasPrefix(items[j].key, prefix) {
 			j++
@@ -354,13 +399,13 @@ func (c *listCache) list(ctx context.Context, namespace string, p listParams) (*
 		items = items[i:j]
 	}
 	resp := &storagev1.ListResponse{ResourceVersion: c.rev, Items: make([]*storagev1.Object, 0, len(items))}
-	encs := make([]*itemEncoding, 0, len(items))
+	encs := make([]*ItemEncoding, 0, len(items))
 	for _, e := range items {
 		if !f.HasSelectors() || f.Matches(e.obj) {
 			resp.Items = append(resp.Items, e.obj)
 			encs = append(encs, e.enc)
 		}
 	}
-	c.a.listCaches.served.WithLabelValues(c.name, "").Inc()
+	c.cs.served.WithLabelValues(c.name, "").Inc()
 	return resp, encs, nil
 }

@@ -1,4 +1,4 @@
-package apiserver
+package listcache
 
 import (
 	"encoding/json"
@@ -34,20 +34,22 @@ type jsonCacheShard struct {
 	bytes   int
 }
 
-type jsonCache struct {
+// JSONCache keeps the JSON encodings of recently read objects (see above).
+type JSONCache struct {
 	seed   maphash.Seed
 	shards [jsonCacheShards]jsonCacheShard
 }
 
-func newJSONCache() *jsonCache {
-	c := &jsonCache{seed: maphash.MakeSeed()}
+// NewJSONCache returns an empty JSON cache.
+func NewJSONCache() *JSONCache {
+	c := &JSONCache{seed: maphash.MakeSeed()}
 	for i := range c.shards {
 		c.shards[i].entries = map[jsonCacheKey][]byte{}
 	}
 	return c
 }
 
-func (c *jsonCache) shard(k jsonCacheKey) *jsonCacheShard {
+func (c *JSONCache) shard(k jsonCacheKey) *jsonCacheShard {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	h.WriteString(k.namespace)
@@ -55,7 +57,7 @@ func (c *jsonCache) shard(k jsonCacheKey) *jsonCacheShard {
 	return &c.shards[h.Sum64()%jsonCacheShards]
 }
 
-func (c *jsonCache) get(k jsonCacheKey) ([]byte, bool) {
+func (c *JSONCache) get(k jsonCacheKey) ([]byte, bool) {
 	s := c.shard(k)
 	s.mu.Lock()
 	b, ok := s.entries[k]
@@ -63,7 +65,7 @@ func (c *jsonCache) get(k jsonCacheKey) ([]byte, bool) {
 	return b, ok
 }
 
-func (c *jsonCache) put(k jsonCacheKey, b []byte) {
+func (c *JSONCache) put(k jsonCacheKey, b []byte) {
 	s := c.shard(k)
 	size := len(b) + len(k.namespace) + len(k.name) + 64
 	s.mu.Lock()
@@ -88,22 +90,22 @@ func (c *jsonCache) put(k jsonCacheKey, b []byte) {
 	s.bytes += size
 }
 
-// storedJSON returns the JSON encoding of a stored object (with its resourceVersion set), from
-// the cache when it is there.
-func (a *API) storedJSON(res *registry.Resource, o *storagev1.Object) ([]byte, error) {
+// StoredJSON returns the JSON encoding of a stored object of res (with its resourceVersion
+// set), from the cache when it is there.
+func (c *JSONCache) StoredJSON(res *registry.Resource, o *storagev1.Object) ([]byte, error) {
 	k := jsonCacheKey{res: res, namespace: o.Namespace, name: o.Name, rv: o.ResourceVersion}
-	if b, ok := a.jsonCache.get(k); ok {
+	if b, ok := c.get(k); ok {
 		return b, nil
 	}
-	obj, err := a.codec.decodeStored(o.Value, res)
+	obj, err := res.Strategy().DecodeStored(o.Value)
 	if err != nil {
 		return nil, err
 	}
-	mustMeta(obj).SetResourceVersion(strconv.FormatInt(o.ResourceVersion, 10))
+	registry.Meta(obj).SetResourceVersion(strconv.FormatInt(o.ResourceVersion, 10))
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	a.jsonCache.put(k, b)
+	c.put(k, b)
 	return b, nil
 }

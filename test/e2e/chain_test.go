@@ -15,6 +15,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"platform.io/libs/naming"
 	"platform.io/test/stack"
 )
 
@@ -77,6 +78,15 @@ func TestEveryPathIsAuthorizedFirst(t *testing.T) {
 		if code, body := rawDo(t, admin, c.method, s.URL+c.path); code != http.StatusNotFound {
 			t.Errorf("%s %s as an admin: %d %s, want 404", c.method, c.path, code, body)
 		}
+	}
+	// TokenReview is served in v1 only (upstream stopped serving v1beta1 in 1.22); v1beta1 keeps
+	// SelfSubjectReview.
+	v1beta1 := s.URL + "/apis/" + naming.Group("authentication.k8s.io") + "/v1beta1"
+	if code, body := rawDo(t, admin, "POST", v1beta1+"/tokenreviews"); code != http.StatusNotFound {
+		t.Errorf("POST v1beta1 tokenreviews: %d %s, want 404", code, body)
+	}
+	if code, body := rawDo(t, admin, "GET", v1beta1); code != http.StatusOK || strings.Contains(body, `"tokenreviews"`) || !strings.Contains(body, `"selfsubjectreviews"`) {
+		t.Errorf("v1beta1 discovery: %d %s", code, body)
 	}
 }
 

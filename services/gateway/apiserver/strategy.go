@@ -18,6 +18,7 @@ func (a *API) strategies(shared *builtin.Shared) registry.StrategyFactory {
 		RBAC:              rbac.Deps{Authorizer: a.authz, Log: a.log, Get: a.getObject},
 		ProtectNamespaces: a.admission == nil,
 		Tokens:            a.authn,
+		Components:        a.cfg.Components,
 		Authz:             a.authz,
 	})
 }

@@ -169,3 +169,10 @@ func (r *Registry) DefinitionResources(crd *apiextensionsv1.CustomResourceDefini
 type Reviewer interface {
 	Review(ctx context.Context, obj runtime.Object, namespace string) error
 }
+
+// Computer is implemented by the strategies of computed kinds (Resource.Computed): their objects
+// are computed on every read and never stored. Compute returns the objects keep selects (by name
+// and labels), in the kind's order.
+type Computer interface {
+	Compute(ctx context.Context, keep func(name string, labels map[string]string) bool) ([]runtime.Object, error)
+}

@@ -37,6 +37,8 @@ type Deps struct {
 	Log *slog.Logger
 	// RBAC is what escalation prevention asks and reads.
 	RBAC rbac.Deps
+	// Components are the services componentstatuses report.
+	Components []core.Component
 	// Tokens and Authz answer the review kinds (token and access reviews).
 	Tokens authentication.TokenReviewer
 	Authz  authorization.Authorizer
@@ -61,6 +63,9 @@ func byKind() map[schema.GroupKind]wrapper {
 	return map[schema.GroupKind]wrapper{
 		gk("", "Namespace"): func(b *builtin.Strategy, d Deps) registry.Strategy {
 			return core.NewNamespace(b, d.ProtectNamespaces)
+		},
+		gk("", "ComponentStatus"): func(b *builtin.Strategy, d Deps) registry.Strategy {
+			return core.NewComponentStatus(b, d.Components)
 		},
 		gk("", "Service"):                                                    same(core.NewService),
 		gk("", "Node"):                                                       same(core.NewStatusOnCreate),

@@ -11,6 +11,7 @@ import (
 	"platform.io/services/gateway/admission"
 	"platform.io/services/gateway/auth"
 	"platform.io/services/gateway/listcache"
+	"platform.io/services/gateway/registry/generic"
 	"platform.io/services/gateway/registry/rbac"
 )
 
@@ -19,16 +20,12 @@ import (
 // admission.Client); tests of a kind's rules and of the store's stages hand it small in-memory
 // implementations instead (store_internal_test.go), while the end-to-end suites keep the wire.
 
-// Storage is the storage service's API.
+// Storage is the storage service's API: the writes and reads of the generic store, the list
+// caches' revisions and watches, and lists.
 type Storage interface {
-	Create(ctx context.Context, req *storagev1.CreateRequest) (*storagev1.CreateResponse, error)
-	Get(ctx context.Context, req *storagev1.GetRequest) (*storagev1.GetResponse, error)
+	generic.Storage
+	listcache.Storage
 	List(ctx context.Context, req *storagev1.ListRequest) (*storagev1.ListResponse, error)
-	Update(ctx context.Context, req *storagev1.UpdateRequest) (*storagev1.UpdateResponse, error)
-	Delete(ctx context.Context, req *storagev1.DeleteRequest) (*storagev1.DeleteResponse, error)
-	Revision(ctx context.Context, req *storagev1.RevisionRequest) (*storagev1.RevisionResponse, error)
-	// Watch starts a watch; cancel ctx to end it.
-	Watch(ctx context.Context, req *storagev1.WatchRequest) (EventStream, error)
 }
 
 // EventStream is a storage watch: batches of events until an error ends it.

@@ -183,20 +183,6 @@ func from(ctx context.Context) *record {
 	return r
 }
 
-func userInfo(u *auth.User) authenticationv1.UserInfo {
-	if u == nil {
-		return authenticationv1.UserInfo{}
-	}
-	info := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
-	if len(u.Extra) > 0 {
-		info.Extra = map[string]authenticationv1.ExtraValue{}
-		for k, v := range u.Extra {
-			info.Extra[k] = v
-		}
-	}
-	return info
-}
-
 // Begin tells the request's record who asks for what (called once the caller is authenticated,
 // or refused, with a nil user): the policy decides the level and RequestReceived is written.
 // Without auditing it does nothing.
@@ -220,7 +206,7 @@ func (r *record) decide(attrs Attributes) {
 	r.cfg = r.a.policy.Evaluate(attrs)
 	r.ev.Level = r.cfg.Level
 	r.ev.Verb = attrs.Verb
-	r.ev.User = userInfo(attrs.User)
+	r.ev.User = auth.UserInfo(attrs.User)
 	r.watch = attrs.Verb == "watch"
 	if attrs.ResourceRequest {
 		r.ev.ObjectRef = &ObjectReference{Resource: attrs.Resource, Namespace: attrs.Namespace, Name: attrs.Name,
@@ -232,7 +218,7 @@ func (r *record) decide(attrs Attributes) {
 func SetImpersonatedUser(ctx context.Context, u *auth.User) {
 	if r := from(ctx); r != nil && u != nil {
 		r.mu.Lock()
-		info := userInfo(u)
+		info := auth.UserInfo(u)
 		r.ev.ImpersonatedUser = &info
 		r.mu.Unlock()
 	}

@@ -5,6 +5,8 @@ package auth
 
 import (
 	"context"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
 )
 
 // Well-known users and groups.
@@ -21,6 +23,22 @@ type User struct {
 	UID    string
 	Groups []string
 	Extra  map[string][]string
+}
+
+// UserInfo is u as the authentication API reports users (SelfSubjectReview, TokenReview, audit
+// events); nil is the empty user.
+func UserInfo(u *User) authenticationv1.UserInfo {
+	if u == nil {
+		return authenticationv1.UserInfo{}
+	}
+	info := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
+	if len(u.Extra) > 0 {
+		info.Extra = make(map[string]authenticationv1.ExtraValue, len(u.Extra))
+		for k, v := range u.Extra {
+			info.Extra[k] = v
+		}
+	}
+	return info
 }
 
 // Attributes describe a request for an authorization decision.

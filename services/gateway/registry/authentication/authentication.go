@@ -35,7 +35,7 @@ func NewSelfSubjectReview(b *builtin.Strategy) registry.Strategy {
 // Review answers with the request's user (after impersonation).
 func (s *SelfSubjectReview) Review(ctx context.Context, obj runtime.Object, _ string) error {
 	u, _ := auth.UserFrom(ctx)
-	info := UserInfo(u)
+	info := auth.UserInfo(u)
 	switch o := obj.(type) {
 	case *authenticationv1.SelfSubjectReview:
 		o.Status.UserInfo = info
@@ -79,21 +79,6 @@ func (s *TokenReview) Review(ctx context.Context, obj runtime.Object, _ string) 
 		tr.Status.Error = refused.Reason
 		return nil
 	}
-	tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: auds, User: UserInfo(u)}
+	tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: auds, User: auth.UserInfo(u)}
 	return nil
-}
-
-// UserInfo is u as the authentication API reports users.
-func UserInfo(u *auth.User) authenticationv1.UserInfo {
-	if u == nil {
-		return authenticationv1.UserInfo{}
-	}
-	info := authenticationv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
-	if len(u.Extra) > 0 {
-		info.Extra = make(map[string]authenticationv1.ExtraValue, len(u.Extra))
-		for k, v := range u.Extra {
-			info.Extra[k] = v
-		}
-	}
-	return info
 }

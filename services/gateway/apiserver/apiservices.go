@@ -168,14 +168,11 @@ func (g *Aggregation) write(ctx context.Context, subresource string, cur, next *
 	return err
 }
 
-// Delete removes an APIService if it still is at resourceVersion rv.
+// Delete removes an APIService if it still is at resourceVersion rv (through the store: a
+// conflict when it changed since).
 func (g *Aggregation) Delete(ctx context.Context, name, rv string) error {
-	v, _ := strconv.ParseInt(rv, 10, 64)
-	_, err := g.a.store.Delete(ctx, &storagev1.DeleteRequest{Type: generic.StorageType(g.res), Name: name, Preconditions: &storagev1.Preconditions{ResourceVersion: v}})
-	if err != nil {
-		return generic.FromStorage(err, g.res.GroupResource(), name)
-	}
-	return nil
+	_, _, err := g.a.gen.Delete(ctx, g.res, "", name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	return err
 }
 
 // Service reads a Service (a 404 StatusError when it does not exist).

@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "sigs.k8s.io/json"
@@ -42,12 +43,12 @@ func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 		p := metav1.DeletionPropagation(s)
 		opts.PropagationPolicy = &p
 	}
-	if p := opts.PropagationPolicy; p != nil {
-		switch *p {
-		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
-		default:
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("propagationPolicy must be Orphan, Background or Foreground, not %q", *p))
+	if s := q.Get("orphanDependents"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, apierrors.NewBadRequest("orphanDependents must be true or false")
 		}
+		opts.OrphanDependents = &b //nolint:staticcheck // the deprecated option is still honoured, as upstream
 	}
 	dry, err := parseDryRun(r)
 	if err != nil {
@@ -60,6 +61,10 @@ func parseDeleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	}
 	if dry {
 		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	// Upstream's rules: one known propagation policy, not together with orphanDependents (422).
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
 	}
 	return opts, nil
 }

@@ -179,3 +179,70 @@ func TestStatusSubresource(t *testing.T) {
 	}
 	do(t, e, "PUT", "/api/v1/namespaces/default/configmaps/x/status", configMap("x", nil)).status(t, http.StatusNotFound, "NotFound")
 }
+
+// Deletion options as upstream: Orphan and Foreground make the object wait for the garbage
+// collector (the orphan or foregroundDeletion finalizer, with deletionTimestamp); Background
+// and no policy delete at once; the deprecated orphanDependents still works; a later delete may
+// switch the policy while the object waits; bad options are 422 DeleteOptions.
+func TestDeletePropagation(t *testing.T) {
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	finalizers := func(obj map[string]any) []string {
+		var out []string
+		fs, _ := path(obj, "metadata.finalizers").([]any)
+		for _, f := range fs {
+			out = append(out, f.(string))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, query, body string
+		want              []string // nil: deleted at once
+	}{
+		{name: "orphan", query: "?propagationPolicy=Orphan", want: []string{"orphan"}},
+		{name: "foreground", body: `{"propagationPolicy":"Foreground"}`, want: []string{"foregroundDeletion"}},
+		{name: "background", body: `{"propagationPolicy":"Background"}`},
+		{name: "default"},
+		{name: "orphan-deps", query: "?orphanDependents=true", want: []string{"orphan"}},
+		{name: "no-orphan-deps", body: `{"orphanDependents":false}`},
+	} {
+		must(t, do(t, e, "POST", cms, configMap("gc-"+tc.name, nil)), http.StatusCreated)
+		var body any
+		if tc.body != "" {
+			body = tc.body
+		}
+		del := must(t, do(t, e, "DELETE", cms+"/gc-"+tc.name+tc.query, body), http.StatusOK)
+		if tc.want == nil {
+			if del["kind"] != "Status" && path(del, "metadata.deletionTimestamp") != nil {
+				t.Errorf("%s: not deleted at once: %v", tc.name, del)
+			}
+			do(t, e, "GET", cms+"/gc-"+tc.name, nil).status(t, http.StatusNotFound, "NotFound")
+			continue
+		}
+		if path(del, "metadata.deletionTimestamp") == nil || !slices.Equal(finalizers(del), tc.want) {
+			t.Errorf("%s: want deletionTimestamp and finalizers %v, got %v", tc.name, tc.want, del["metadata"])
+		}
+	}
+	// A second delete switches orphan to foreground; the deletionTimestamp stays.
+	first := must(t, do(t, e, "GET", cms+"/gc-orphan", nil), http.StatusOK)
+	second := must(t, do(t, e, "DELETE", cms+"/gc-orphan", `{"propagationPolicy":"Foreground"}`), http.StatusOK)
+	if !slices.Equal(finalizers(second), []string{"foregroundDeletion"}) || path(second, "metadata.deletionTimestamp") != path(first, "metadata.deletionTimestamp") {
+		t.Errorf("switching to foreground: %v (was %v)", second["metadata"], first["metadata"])
+	}
+	// Removing the collector's finalizer (what the collector does) removes the object.
+	second["metadata"].(map[string]any)["finalizers"] = []string{}
+	must(t, do(t, e, "PUT", cms+"/gc-orphan", second), http.StatusOK)
+	do(t, e, "GET", cms+"/gc-orphan", nil).status(t, http.StatusNotFound, "NotFound")
+
+	// Bad options.
+	must(t, do(t, e, "POST", cms, configMap("gc-bad", nil)), http.StatusCreated)
+	do(t, e, "DELETE", cms+"/gc-bad?propagationPolicy=Sometimes", nil).status(t, http.StatusUnprocessableEntity, "Invalid")
+	do(t, e, "DELETE", cms+"/gc-bad", `{"propagationPolicy":"Orphan","orphanDependents":true}`).status(t, http.StatusUnprocessableEntity, "Invalid")
+	// Both collector finalizers at once, and an owner reference without a uid, are invalid.
+	bad := configMap("gc-both", nil)
+	bad["metadata"].(map[string]any)["finalizers"] = []string{"orphan", "foregroundDeletion"}
+	do(t, e, "POST", cms, bad).status(t, http.StatusUnprocessableEntity, "Invalid")
+	noUID := configMap("gc-nouid", nil)
+	noUID["metadata"].(map[string]any)["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}}
+	do(t, e, "POST", cms, noUID).status(t, http.StatusUnprocessableEntity, "Invalid")
+	must(t, do(t, e, "GET", cms+"/gc-bad", nil), http.StatusOK)
+}

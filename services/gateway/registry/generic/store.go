@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -557,6 +559,10 @@ func (s *Store) Delete(ctx context.Context, res *registry.Resource, namespace, n
 		}
 		next := cur.DeepCopyObject()
 		nm := registry.Meta(next)
+		// The garbage collector's finalizers first (as upstream): orphan or foregroundDeletion,
+		// from the options, the object's finalizers and the kind's default, make the object wait
+		// for the collector to orphan or delete its dependents.
+		gcChanged := setGCFinalizers(res, nm, opts)
 		// The kind may hold the object itself (a namespace becomes Terminating, a definition
 		// waits for its objects' cleanup) or refuse.
 		held, err := res.Strategy().PrepareForDelete(next, metav1.NewTime(s.now().Truncate(time.Second)))
@@ -565,9 +571,12 @@ func (s *Store) Delete(ctx context.Context, res *registry.Resource, namespace, n
 		}
 		switch {
 		case held:
-		case res.Strategy().Finalizing(cur):
+		case res.Strategy().Finalizing(next):
 			if m.GetDeletionTimestamp() != nil {
-				return cur, false, nil
+				if !gcChanged {
+					return cur, false, nil
+				}
+				break
 			}
 			now := metav1.NewTime(s.now().Truncate(time.Second))
 			zero := int64(0)
@@ -684,6 +693,13 @@ func validateObjectMeta(res *registry.Resource, m metav1.Object) error {
 			errs = append(errs, field.Invalid(p.Child("finalizers").Index(i), f, strings.Join(msgs, "; ")))
 		}
 	}
+	if slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents) && slices.Contains(m.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+		errs = append(errs, field.Invalid(p.Child("finalizers"), m.GetFinalizers(),
+			fmt.Sprintf("finalizer %s and %s cannot be both set", metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents)))
+	}
+	// Owner references as upstream validates them: apiVersion, kind, name and uid set, at most
+	// one controller (the garbage collector relies on both).
+	errs = append(errs, apivalidation.ValidateOwnerReferences(m.GetOwnerReferences(), p.Child("ownerReferences"))...)
 	if len(errs) == 0 {
 		return nil
 	}

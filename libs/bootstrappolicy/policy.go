@@ -376,8 +376,10 @@ func controllersClusterRole() rbacv1.ClusterRole {
 		// Namespace lifecycle: finalize and remove terminating namespaces, set their conditions.
 		newRule("get", "list", "watch", "update", "delete").groups(legacyGroup).resources("namespaces").rule(),
 		newRule("update").groups(legacyGroup).resources("namespaces/finalize", "namespaces/status").rule(),
-		// The namespace deleter empties a namespace of every kind, as upstream's does.
-		newRule("get", "list", "watch", "delete", "deletecollection").groups("*").resources("*").rule(),
+		// The namespace deleter empties a namespace of every kind, as upstream's does; the
+		// garbage collector removes owner references and its finalizers from any object
+		// (upstream's generic-garbage-collector role).
+		newRule("get", "list", "watch", "patch", "update", "delete", "deletecollection").groups("*").resources("*").rule(),
 		// Default service accounts and their token Secrets.
 		newRule("get", "list", "watch", "create", "update").groups(legacyGroup).resources("serviceaccounts").rule(),
 		newRule("get", "list", "watch", "create", "update", "delete").groups(legacyGroup).resources("secrets").rule(),

@@ -510,7 +510,8 @@ func TestControllersRole(t *testing.T) {
 		{"least privilege: no pod creation", "create", core, "pods", "", false},
 		{"least privilege: no binding", "bind", rbacGroup, "clusterroles", "", false},
 		{"least privilege: no ClusterRole creation", "create", rbacGroup, "clusterroles", "", false},
-		{"least privilege: no secret patch", "patch", core, "secrets", "", false},
+		{"garbage collector: owner references and finalizers of any kind", "patch", "widgets.example.com", "widgets", "", true},
+		{"least privilege: no impersonation", "impersonate", core, "users", "", false},
 	}
 	for _, c := range cases {
 		if got := allows(r.Rules, c.verb, c.group, c.resource, c.name); got != c.want {

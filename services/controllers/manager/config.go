@@ -17,6 +17,7 @@ import (
 	"platform.io/services/controllers/clusterroleaggregation"
 	"platform.io/services/controllers/csrapproving"
 	"platform.io/services/controllers/csrcleaner"
+	"platform.io/services/controllers/garbagecollector"
 	"platform.io/services/controllers/namespace"
 	"platform.io/services/controllers/resourcequota"
 	"platform.io/services/controllers/rootcacertpublisher"
@@ -41,6 +42,7 @@ var Known = []ControllerInfo{
 	{rootcacertpublisher.Name, true},
 	{csrapproving.Name, true},
 	{csrcleaner.Name, true},
+	{garbagecollector.Name, true},
 	{tokencleaner.Name, false},
 	{bootstrapsigner.Name, false},
 }
@@ -56,6 +58,7 @@ var aliases = map[string]string{
 	"root-ca-certificate-publisher-controller":       rootcacertpublisher.Name,
 	"certificatesigningrequest-approving-controller": csrapproving.Name,
 	"certificatesigningrequest-cleaner-controller":   csrcleaner.Name,
+	"garbage-collector-controller":                   garbagecollector.Name,
 	"token-cleaner-controller":                       tokencleaner.Name,
 	"bootstrap-signer-controller":                    bootstrapsigner.Name,
 }
@@ -98,6 +101,12 @@ type Config struct {
 	ClusterInfoServer string
 	// ResourceQuotaSyncPeriod is how often every ResourceQuota's usage is recounted.
 	ResourceQuotaSyncPeriod time.Duration
+	// ConcurrentGCSyncs is the garbage collector's number of workers; GCKubeAPIQPS and
+	// GCKubeAPIBurst bound its own requests (deleting thousands of dependents at the shared
+	// --kube-api-qps would take minutes).
+	ConcurrentGCSyncs int
+	GCKubeAPIQPS      float32
+	GCKubeAPIBurst    int
 
 	// The fields below have no flags: an embedding process (the all-in-one, tests) sets them.
 
@@ -138,6 +147,9 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.RootCAFile, "root-ca-file", "", "CA bundle put as ca.crt in token Secrets, in every namespace's "+naming.RootCAConfigMap+" ConfigMap and in a new cluster-info (default: the CA of --kubeconfig)")
 	fs.StringVar(&c.ClusterInfoServer, "cluster-info-server", "", "server URL written into a new cluster-info ConfigMap (default: the server of --kubeconfig)")
 	fs.DurationVar(&c.ResourceQuotaSyncPeriod, "resource-quota-sync-period", resourcequota.DefaultSyncPeriod, "how often every ResourceQuota's usage is recounted from the objects it covers")
+	fs.IntVar(&c.ConcurrentGCSyncs, "concurrent-gc-syncs", garbagecollector.DefaultWorkers, "garbage collector workers")
+	fs.Float32Var(&c.GCKubeAPIQPS, "gc-kube-api-qps", 1000, "requests per second of the garbage collector to the gateway (its own budget beside --kube-api-qps)")
+	fs.IntVar(&c.GCKubeAPIBurst, "gc-kube-api-burst", 2000, "burst of the garbage collector's requests to the gateway")
 }
 
 // names lists the controllers' names (only those off by default when offOnly).
@@ -169,6 +181,12 @@ func (c *Config) Validate() error {
 	}
 	if c.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-burst must be positive"))
+	}
+	if c.ConcurrentGCSyncs <= 0 {
+		errs = append(errs, errors.New("--concurrent-gc-syncs must be positive"))
+	}
+	if c.GCKubeAPIQPS <= 0 || c.GCKubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--gc-kube-api-qps and --gc-kube-api-burst must be positive"))
 	}
 	if c.ResourceQuotaSyncPeriod <= 0 {
 		errs = append(errs, errors.New("--resource-quota-sync-period must be positive"))

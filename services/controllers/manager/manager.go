@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
@@ -41,6 +42,7 @@ import (
 	"platform.io/services/controllers/clusterroleaggregation"
 	"platform.io/services/controllers/csrapproving"
 	"platform.io/services/controllers/csrcleaner"
+	"platform.io/services/controllers/garbagecollector"
 	"platform.io/services/controllers/metrics"
 	"platform.io/services/controllers/namespace"
 	"platform.io/services/controllers/resourcequota"
@@ -336,6 +338,18 @@ func (m *Manager) build(ca []byte, server string, generator serviceaccounttoken.
 				return err
 			}
 			run = c.Run
+		case garbagecollector.Name:
+			gcConfig := rest.CopyConfig(m.clients.Config)
+			gcConfig.QPS, gcConfig.Burst = m.cfg.GCKubeAPIQPS, m.cfg.GCKubeAPIBurst
+			md, err := metadata.NewForConfig(gcConfig)
+			if err != nil {
+				return err
+			}
+			c, err := garbagecollector.New(kube, md, m.clients.Discovery, garbagecollector.Options{Metrics: m.metrics, Registerer: m.srv.Metrics, Log: clog})
+			if err != nil {
+				return err
+			}
+			run = func(ctx context.Context, _ int) { c.Run(ctx, m.cfg.ConcurrentGCSyncs) }
 		case tokencleaner.Name:
 			c, err := tokencleaner.New(kube, bootstrapSecrets.Core().V1().Secrets(), tokencleaner.Options{Metrics: m.metrics, Log: clog})
 			if err != nil {

@@ -296,8 +296,6 @@ func controllerRuntimeOperator(t *testing.T, s *stack.Stack) {
 
 	// The source is deleted and created again with other data (a new UID): the operator's cache
 	// sees both, and the copy follows the new source, whose controller reference replaces the old.
-	// (Deleting the copy with its owner is the garbage collector's job, which the platform does not
-	// run yet: docs/api.md.)
 	if err := admin.CoreV1().ConfigMaps(ns).Delete(ctx, "src", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,5 +318,22 @@ func controllerRuntimeOperator(t *testing.T, s *stack.Stack) {
 	}
 	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
 		t.Errorf("the Lease is still held by %q after the manager stopped", h)
+	}
+
+	// With the operator stopped, deleting the source takes its copy along: the garbage collector
+	// deletes what the owner reference says the source owns.
+	if err := admin.CoreV1().ConfigMaps(ns).Delete(ctx, "src", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := admin.CoreV1().Secrets(ns).Get(ctx, "src-copy", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy outlived its owner by a minute: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -21,6 +21,10 @@
 //	        must deliver every acknowledged write exactly once, in order. It runs once, with
 //	        any --clients
 //
+// The collect scenario (not part of --scenario=all) measures the garbage collector: one owner and
+// --objects dependents naming it in an owner reference, the owner deleted in the background, and
+// the time until no dependent is left.
+//
 // Two floor scenarios, not part of --scenario=all, measure what a request costs below the resource
 // API, for comparison with the rows above (they need no objects and no namespace):
 //
@@ -152,7 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"a comma-separated list starts one stack per count, one after another")
 	clients := fs.String("clients", "16", "concurrent clients; a comma-separated list runs each scenario once per count")
 	scenario := fs.String("scenario", "all", "create, get, patch, apply, list, watch, or all (those six); version (GET /version) or null (a do-nothing HTTPS server in apiload): "+
-		"floors to compare with; a comma-separated list runs several")
+		"floors to compare with; collect (--objects dependents of one owner, deleted in the background: the garbage collector's time); "+
+		"a comma-separated list runs several")
 	kind := fs.String("kind", "configmap", "kind of the objects every scenario works on: configmap, or custom (LoadObject of apiload.example.com/v1, "+
 		"defined by a CustomResourceDefinition that the tool creates and deletes, or reuses if it exists)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
@@ -170,8 +175,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"serviceaccount (a service account token, allowed by a RoleBinding), or user (a client certificate outside system:masters, allowed by a RoleBinding; --start only)")
 	fs.StringVar(&o.authorizationMode, "authorization-mode", "", "with --start: the stack's --authorization-mode (default: the services' default, Node,RBAC)")
 	fs.StringVar(&o.webhook, "webhook", "", "noop: register a validating webhook (HTTPS on loopback, allows everything) for the measured kind's writes")
-	fs.StringVar(&o.controllers, "controllers", "default", "with --start: default (the stack's controllers) or off (no controller runs, as for a kube-apiserver measured without a controller manager: "+
-		"no watch of the measured objects but the load's)")
+	fs.StringVar(&o.controllers, "controllers", "default", "with --start: default (the stack's controllers), nogc (those without the garbage collector) or off (no controller runs, "+
+		"as for a kube-apiserver measured without a controller manager: no watch of the measured objects but the load's)")
 	fs.StringVar(&o.admission, "admission", "default", "with --start: default (the spec's default plugins) or off (every default plugin disabled: no write is sent to admission)")
 	meter := fs.String("meter", "", "comma-separated command-name prefixes of running processes whose CPU use each run reports (e.g. kube-apiserver,etcd for a server apiload did not start)")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "with --start: write a CPU profile of the gateway and of the storage service (split) for every measured run into this directory (go tool pprof reads them)")
@@ -201,8 +206,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--admission must be default or off, not %q", o.admission)
 	case o.admission == "off" && o.start == "":
 		return nil, errors.New("--admission=off needs --start")
-	case o.controllers != "default" && o.controllers != "off":
-		return nil, fmt.Errorf("--controllers must be default or off, not %q", o.controllers)
+	case o.controllers != "default" && o.controllers != "nogc" && o.controllers != "off":
+		return nil, fmt.Errorf("--controllers must be default, nogc or off, not %q", o.controllers)
 	case o.controllers == "off" && o.start == "":
 		return nil, errors.New("--controllers=off needs --start")
 	case o.profileDir != "" && o.start == "":
@@ -291,10 +296,10 @@ func parseScenarios(s string) ([]string, error) {
 		switch {
 		case f == "all":
 			add = allScenarios
-		case slices.Contains(allScenarios, f) || slices.Contains(floorScenarios, f):
+		case slices.Contains(allScenarios, f) || slices.Contains(floorScenarios, f) || f == scenarioCollect:
 			add = []string{f}
 		default:
-			return nil, fmt.Errorf("--scenario %q: want create, get, patch, apply, list, watch, all, version or null, comma-separated", s)
+			return nil, fmt.Errorf("--scenario %q: want create, get, patch, apply, list, watch, all, version, null or collect, comma-separated", s)
 		}
 		for _, a := range add {
 			if !slices.Contains(out, a) {
@@ -357,6 +362,14 @@ func runStarted(ctx context.Context, o *options, n int, stdout, stderr io.Writer
 			so.AdmissionArgs = off
 		} else {
 			so.GatewayArgs = append(so.GatewayArgs, off...)
+		}
+	}
+	if o.controllers == "nogc" {
+		nogc := []string{"--controllers", "*,tokencleaner,bootstrapsigner,-garbagecollector"}
+		if o.start == string(stack.Split) {
+			so.ControllersArgs = nogc
+		} else {
+			so.GatewayArgs = append(so.GatewayArgs, nogc...)
 		}
 	}
 	if o.controllers == "off" {
@@ -519,6 +532,9 @@ func measure(ctx context.Context, o *options, started string, stdout, stderr io.
 	}
 	if o.admission == "off" {
 		header += "; admission plugins off"
+	}
+	if o.controllers == "nogc" {
+		header += "; no garbage collector"
 	}
 	if o.controllers == "off" {
 		header += "; no controllers"

@@ -286,6 +286,8 @@ func (r *runner) run(ctx context.Context) error {
 			err = r.runList(ctx, ns)
 		case "watch":
 			err = r.runWatch(ctx, ns)
+		case scenarioCollect:
+			err = r.runCollect(ctx, ns)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc, err)

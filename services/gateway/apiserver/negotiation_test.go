@@ -100,7 +100,7 @@ func TestContentNegotiation(t *testing.T) {
 	if !strings.Contains(msg, "application/json") {
 		t.Errorf("406 message %q", msg)
 	}
-	do(t, e, "GET", cms+"/a", nil, "Accept", "application/json;as=PartialObjectMetadata;g=meta.platform.io;v=v1").status(t, http.StatusNotAcceptable, "NotAcceptable")
+	do(t, e, "GET", cms+"/a", nil, "Accept", "application/json;as=PartialObjectMetadata;g=other.io;v=v1").status(t, http.StatusNotAcceptable, "NotAcceptable")
 }
 
 // Spec: "When a resource type has no custom Table definition, the default Table has two columns:

@@ -18,7 +18,7 @@ import (
 )
 
 // readOptions are the negotiation options for reads of objects and collections.
-var readOptions = negotiation.Options{Protobuf: true, Table: true, YAML: true}
+var readOptions = negotiation.Options{Protobuf: true, Table: true, YAML: true, Metadata: true}
 
 // get serves GET on an item (and on its status subresource, which reads the whole object).
 func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
@@ -39,7 +39,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, generic.FromStorage(err, info.res.GroupResource(), info.name))
 		return
 	}
-	if out.Format == negotiation.FormatJSON && !out.Pretty && info.wire.Empty() {
+	if out.Format == negotiation.FormatJSON && !out.Pretty && !out.IsMetadata() && info.wire.Empty() {
 		body, err := a.jsonCache.StoredJSON(info.res, resp.Object)
 		if err != nil {
 			a.writeError(w, r, apierrors.NewInternalError(err))
@@ -131,7 +131,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, info *requestInfo) {
 		a.writeError(w, r, err)
 		return
 	}
-	if out.Format == negotiation.FormatJSON && !out.Pretty && info.wire.Empty() {
+	if out.Format == negotiation.FormatJSON && !out.Pretty && !out.IsMetadata() && info.wire.Empty() {
 		// The common case: items' encodings kept by the list cache, or from the JSON cache; no
 		// typed list built.
 		encoded := make([][]byte, len(resp.Items))

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -32,13 +34,21 @@ func writeBody(w http.ResponseWriter, r *http.Request, code int, mediaType strin
 // writeObject answers with one object in the negotiated representation.
 func (a *API) writeObject(w http.ResponseWriter, r *http.Request, code int, res *registry.Resource, obj runtime.Object, out negotiation.Output) {
 	requestInfoFrom(r.Context()).toWire(obj)
-	if out.Format == negotiation.FormatTable {
+	switch {
+	case out.Format == negotiation.FormatTable:
 		table, err := a.table(res, []runtime.Object{obj}, out, r)
 		if err != nil {
 			a.writeError(w, r, err)
 			return
 		}
 		obj = table
+	case out.IsMetadata():
+		pom, err := asMetadata(obj, out)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		obj = pom
 	}
 	body, err := a.enc.Encode(obj, out)
 	if err != nil {
@@ -48,10 +58,25 @@ func (a *API) writeObject(w http.ResponseWriter, r *http.Request, code int, res 
 	writeBody(w, r, code, out.MediaType, body)
 }
 
-// writeList answers with a collection: <Kind>List with its list metadata, or a Table.
+// writeList answers with a collection: <Kind>List with its list metadata, a Table, or a
+// PartialObjectMetadataList.
 func (a *API) writeList(w http.ResponseWriter, r *http.Request, res *registry.Resource, items []runtime.Object, lm metav1.ListMeta, out negotiation.Output) {
 	var body []byte
 	var err error
+	if out.IsMetadata() {
+		// Before the JSON fast path below: its items are the whole objects.
+		list, err := asMetadataList(res, items, lm, out)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		if body, err = a.enc.Encode(list, out); err != nil {
+			a.writeError(w, r, apierrors.NewInternalError(err))
+			return
+		}
+		writeBody(w, r, http.StatusOK, out.MediaType, body)
+		return
+	}
 	info := requestInfoFrom(r.Context())
 	if info != nil && !info.wire.Empty() {
 		for _, item := range items {
@@ -211,4 +236,52 @@ func (a *API) table(res *registry.Resource, objs []runtime.Object, out negotiati
 		table.Rows = append(table.Rows, row)
 	}
 	return table, nil
+}
+
+// asMetadata is obj as PartialObjectMetadata in the group version the client named (out.Metadata),
+// as upstream's transformObject converts it; PartialObjectMetadataList asked of one object is 406.
+func asMetadata(obj runtime.Object, out negotiation.Output) (runtime.Object, error) {
+	if out.Metadata.Kind != negotiation.KindPartialObjectMetadata {
+		return nil, negotiation.NotAcceptable(fmt.Sprintf("you requested %s, but the requested object is not a list (%T)", out.Metadata.Kind, obj))
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	pom := meta.AsPartialObjectMetadata(acc)
+	pom.SetGroupVersionKind(out.Metadata)
+	return pom, nil
+}
+
+// asMetadataList is a collection as PartialObjectMetadataList in the group version the client
+// named, keeping the list metadata (resourceVersion, continue, remainingItemCount); each item is a
+// PartialObjectMetadata of that group version. PartialObjectMetadata asked of a collection is 406.
+func asMetadataList(res *registry.Resource, items []runtime.Object, lm metav1.ListMeta, out negotiation.Output) (runtime.Object, error) {
+	if out.Metadata.Kind != negotiation.KindPartialObjectMetadataList {
+		var list any = "list"
+		if l, err := res.Strategy().NewList(nil, metav1.ListMeta{}); err == nil {
+			list = l
+		}
+		return nil, negotiation.NotAcceptable(fmt.Sprintf("you requested %s, but the requested object is a list (%T)", out.Metadata.Kind, list))
+	}
+	itemGVK := out.Metadata.GroupVersion().WithKind(negotiation.KindPartialObjectMetadata)
+	parts := make([]metav1.PartialObjectMetadata, 0, len(items))
+	for _, item := range items {
+		acc, err := meta.Accessor(item)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		pom := meta.AsPartialObjectMetadata(acc)
+		pom.SetGroupVersionKind(itemGVK)
+		parts = append(parts, *pom)
+	}
+	var list runtime.Object
+	if out.Metadata.Version == "v1beta1" {
+		// v1beta1's list is a type of its own (other Protobuf field numbers).
+		list = &metav1beta1.PartialObjectMetadataList{ListMeta: lm, Items: parts}
+	} else {
+		list = &metav1.PartialObjectMetadataList{ListMeta: lm, Items: parts}
+	}
+	list.GetObjectKind().SetGroupVersionKind(out.Metadata)
+	return list, nil
 }

@@ -79,12 +79,7 @@ func (a *API) serveScale(w http.ResponseWriter, r *http.Request, info *requestIn
 		a.writeError(w, r, apierrors.NewMethodNotSupported(info.res.GroupResource(), info.verb))
 		return
 	}
-	body, err := a.enc.Encode(s, out)
-	if err != nil {
-		a.writeError(w, r, apierrors.NewInternalError(err))
-		return
-	}
-	writeBody(w, r, http.StatusOK, out.MediaType, body)
+	a.writeObject(w, r, http.StatusOK, info.res, s, out)
 }
 
 // writeScale sets the parent's replicas from a PUT body or a patch of the current Scale.

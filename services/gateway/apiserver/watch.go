@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -73,9 +74,15 @@ func (a *API) parseWatchParams(r *http.Request) (watchParams, error) {
 // watch serves GET ?watch=true: a chunked stream of JSON watch events (or Table events), one
 // per line, until the timeout, the client leaving, or an error (sent as an ERROR event).
 func (a *API) watch(w http.ResponseWriter, r *http.Request, info *requestInfo) {
-	out, err := negotiation.Negotiate(r, negotiation.Options{Table: true, Protobuf: true}.ForResource(info.res))
+	out, err := negotiation.Negotiate(r, negotiation.Options{Table: true, Protobuf: true, Metadata: true}.ForResource(info.res))
 	if err != nil {
 		a.writeError(w, r, err)
+		return
+	}
+	if out.IsMetadata() && out.Metadata.Kind != negotiation.KindPartialObjectMetadata {
+		// Watch events carry single objects: client-go's metadata client watches with
+		// as=PartialObjectMetadata. Upstream would fail on every event; the watch is refused instead.
+		a.writeError(w, r, negotiation.NotAcceptable(fmt.Sprintf("you requested %s, but the requested object is not a list (%T)", out.Metadata.Kind, info.res.New())))
 		return
 	}
 	lp, err := parseListParams(r, info.res)
@@ -254,6 +261,13 @@ func (e *watchEncoder) write(buf *bytes.Buffer, ev *storagev1.Event) error {
 		mustMeta(obj).SetResourceVersion(rv)
 	}
 	e.info.toWire(obj)
+	if e.out.IsMetadata() {
+		// Every event's object, bookmarks' too (their resourceVersion and annotations kept).
+		var err error
+		if obj, err = asMetadata(obj, e.out); err != nil {
+			return err
+		}
+	}
 	if e.out.Format == negotiation.FormatTable {
 		var table *metav1.Table
 		var err error
@@ -307,6 +321,14 @@ func (a *API) writeProtobufEvent(buf *bytes.Buffer, typ string, obj runtime.Obje
 	return nil
 }
 
+// writeWatchEvent appends one event as a Protobuf frame or a JSON line.
+func (a *API) writeWatchEvent(buf *bytes.Buffer, typ string, obj runtime.Object, protobuf bool) error {
+	if protobuf {
+		return a.writeProtobufEvent(buf, typ, obj)
+	}
+	return writeEvent(buf, typ, obj)
+}
+
 func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
 	buf.WriteString(`{"type":"`)
 	buf.WriteString(typ)
@@ -321,11 +343,13 @@ func writeEvent(buf *bytes.Buffer, typ string, obj runtime.Object) error {
 }
 
 // hubEligible tells whether a watch can be served by its type's shared hub: it starts at an
-// exact resourceVersion (no initial state), selects by namespace at most, and wants plain JSON.
+// exact resourceVersion (no initial state), selects by namespace at most, and wants plain JSON or
+// Protobuf, of the objects or of their PartialObjectMetadata.
 func (a *API) hubEligible(info *requestInfo, req *storagev1.WatchRequest, out negotiation.Output) (*watchHub, int64, bool) {
 	// The hub encodes each event once for every watcher, in the served group: a client that
-	// addressed upstream's group name gets its own watch.
-	if a.cfg.DisableWatchHub || !info.wire.Empty() || (out.Format != negotiation.FormatJSON && out.Format != negotiation.FormatProtobuf) || out.Pretty || req.SendInitialEvents ||
+	// addressed upstream's group name gets its own watch (unless it wants PartialObjectMetadata,
+	// which does not name the object's group; the hub encodes those once per meta group version).
+	if a.cfg.DisableWatchHub || (!info.wire.Empty() && !out.IsMetadata()) || (out.Format != negotiation.FormatJSON && out.Format != negotiation.FormatProtobuf) || out.Pretty || req.SendInitialEvents ||
 		req.LabelSelector != "" || req.FieldSelector != "" {
 		return nil, 0, false
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	storagev1 "platform.io/proto/storage/v1"
 	"platform.io/services/gateway/negotiation"
@@ -37,6 +38,43 @@ type hubEvent struct {
 	pbOnce    sync.Once
 	frame     []byte
 	pbErr     error
+	// metadata holds the event's PartialObjectMetadata encodings, by meta group version and
+	// format, made on first use.
+	metaMu   sync.Mutex
+	metadata map[metadataEncoding]encodedEvent
+}
+
+// metadataEncoding is one way a hub event is sent to metadata watches.
+type metadataEncoding struct {
+	gvk      schema.GroupVersionKind
+	protobuf bool
+}
+
+// encodedEvent is an event's encoding (a JSON line or a Protobuf frame), or why it has none.
+type encodedEvent struct {
+	data []byte
+	err  error
+}
+
+// metadataEvent is the event with its object as PartialObjectMetadata in the group version and
+// format out names, encoded once for every subscriber that wants the same.
+func (e *hubEvent) metadataEvent(a *API, out negotiation.Output) ([]byte, error) {
+	key := metadataEncoding{gvk: out.Metadata, protobuf: out.Format == negotiation.FormatProtobuf}
+	e.metaMu.Lock()
+	defer e.metaMu.Unlock()
+	if enc, ok := e.metadata[key]; ok {
+		return enc.data, enc.err
+	}
+	var buf bytes.Buffer
+	pom, err := asMetadata(e.obj, out)
+	if err == nil {
+		err = a.writeWatchEvent(&buf, eventTypes[e.typ], pom, key.protobuf)
+	}
+	if e.metadata == nil {
+		e.metadata = map[metadataEncoding]encodedEvent{}
+	}
+	e.metadata[key] = encodedEvent{data: buf.Bytes(), err: err}
+	return buf.Bytes(), err
 }
 
 // jsonLine is the event as a JSON watch line, encoded on first use.
@@ -315,19 +353,26 @@ func (a *API) serveFromHub(ctx context.Context, w http.ResponseWriter, info *req
 	var buf bytes.Buffer
 	write := func(ev *hubEvent) bool {
 		if ev.typ == storagev1.EventType_BOOKMARK {
-			obj := info.res.New()
+			var obj runtime.Object = info.res.New()
 			mustMeta(obj).SetResourceVersion(strconv.FormatInt(ev.rv, 10))
 			obj.GetObjectKind().SetGroupVersionKind(info.res.GroupVersionKind())
-			if protobuf {
-				return a.writeProtobufEvent(&buf, "BOOKMARK", obj) == nil
+			if out.IsMetadata() {
+				var err error
+				if obj, err = asMetadata(obj, out); err != nil {
+					return false
+				}
 			}
-			return writeEvent(&buf, "BOOKMARK", obj) == nil
+			return a.writeWatchEvent(&buf, "BOOKMARK", obj, protobuf) == nil
 		}
 		var line []byte
 		var err error
-		if protobuf {
+		switch {
+		case out.IsMetadata():
+			// Never the whole object's encodings below.
+			line, err = ev.metadataEvent(a, out)
+		case protobuf:
 			line, err = ev.protobufFrame(a)
-		} else {
+		default:
 			line, err = ev.jsonLine()
 		}
 		if err != nil {

@@ -16,8 +16,10 @@ import (
 	"platform.io/services/gateway/registry/generic"
 )
 
-// writeOptions are the negotiation options for responses to writes.
-var writeOptions = negotiation.Options{Protobuf: true, YAML: true}
+// writeOptions are the negotiation options for responses to writes. The answer may be the
+// object's PartialObjectMetadata, as upstream converts every response (client-go's metadata
+// client patches asking for it).
+var writeOptions = negotiation.Options{Protobuf: true, YAML: true, Metadata: true}
 
 // parseDryRun reads dryRun: absent or empty means a real request, All means every stage but
 // persistence, anything else is 400.

@@ -1,7 +1,7 @@
 // Package negotiation is the gateway's content negotiation: which representation a response
-// takes (JSON, YAML, Protobuf, Table) from the request's Accept header and what the endpoint can
-// produce, and the encoding of objects into it. Upstream's endpoints/handlers/negotiation is the
-// model.
+// takes (JSON, YAML, Protobuf, Table, PartialObjectMetadata) from the request's Accept header and
+// what the endpoint can produce, and the encoding of objects into it. Upstream's
+// endpoints/handlers/negotiation is the model.
 package negotiation
 
 import (
@@ -57,6 +57,39 @@ type Output struct {
 	Pretty bool
 	// TableGV is the group version the client named for Table (meta.platform.io/v1 or kubectl's meta.k8s.io/v1).
 	TableGV schema.GroupVersion
+	// Metadata is the conversion the client asked for with as=PartialObjectMetadata or
+	// as=PartialObjectMetadataList, in the meta group version it named (either group, v1 or
+	// v1beta1; the answer's apiVersion echoes it); zero when it asked for the objects themselves.
+	// Format is then how the converted objects are encoded: JSON, YAML or Protobuf.
+	Metadata schema.GroupVersionKind
+}
+
+// The kinds of the metadata-only conversions (Output.Metadata).
+const (
+	KindPartialObjectMetadata     = "PartialObjectMetadata"
+	KindPartialObjectMetadataList = "PartialObjectMetadataList"
+)
+
+// IsMetadata tells whether objects are answered as PartialObjectMetadata (or
+// PartialObjectMetadataList): encodings of the whole objects must not be used.
+func (o Output) IsMetadata() bool { return o.Metadata.Kind != "" }
+
+// MetaGroupVersions are the group versions PartialObjectMetadata is served in: the naming
+// profile's meta group and upstream's (the one client-go names in every profile), v1 and, as
+// upstream still serves it, v1beta1.
+var MetaGroupVersions = []schema.GroupVersion{
+	registry.MetaGroupVersion, registry.UpstreamMetaGroupVersion,
+	{Group: registry.MetaGroupVersion.Group, Version: "v1beta1"}, {Group: registry.UpstreamMetaGroupVersion.Group, Version: "v1beta1"},
+}
+
+// metadataGroupVersion tells whether gv is one PartialObjectMetadata is served in.
+func metadataGroupVersion(gv schema.GroupVersion) bool {
+	for _, m := range MetaGroupVersions {
+		if gv == m {
+			return true
+		}
+	}
+	return false
 }
 
 // JSON is the plain JSON output (pretty when asked): the representation of answers without
@@ -70,6 +103,10 @@ type Options struct {
 	Protobuf bool // the kind has a Protobuf encoding
 	Table    bool // GET of objects and collections, and watches
 	YAML     bool // not for watch streams
+	// Metadata offers PartialObjectMetadata and PartialObjectMetadataList (objects, collections
+	// and watches of every resource), in JSON, YAML where offered, and Protobuf whatever the
+	// kind's own encodings (they are built-in types).
+	Metadata bool
 }
 
 // ForResource narrows the options to what res's objects support: a kind without a Protobuf
@@ -137,8 +174,24 @@ func Negotiate(r *http.Request, opts Options) (Output, error) {
 				continue
 			}
 			return Output{Format: FormatTable, MediaType: MediaJSON, Pretty: pretty, TableGV: gv}, nil
+		case as == KindPartialObjectMetadata || as == KindPartialObjectMetadataList:
+			gvk := schema.GroupVersionKind{Group: c.params["g"], Version: c.params["v"], Kind: as}
+			if !opts.Metadata || !metadataGroupVersion(gvk.GroupVersion()) {
+				continue
+			}
+			switch c.mediaType {
+			case MediaJSON, "application/*", "*/*":
+				return Output{Format: FormatJSON, MediaType: MediaJSON, Pretty: pretty, Metadata: gvk}, nil
+			case MediaYAML:
+				if opts.YAML {
+					return Output{Format: FormatYAML, MediaType: MediaYAML, Metadata: gvk}, nil
+				}
+			case MediaProtobuf, MediaUpstreamProtobuf:
+				return Output{Format: FormatProtobuf, MediaType: c.mediaType, Metadata: gvk}, nil
+			}
+			continue
 		case as != "":
-			// PartialObjectMetadata and other server-side conversions are not offered.
+			// Other server-side conversions are not offered.
 			continue
 		}
 		switch c.mediaType {
@@ -168,6 +221,10 @@ func notAcceptableMessage(opts Options) string {
 	}
 	if opts.Table {
 		types = append(types, MediaJSON+";as=Table;g="+naming.MetaGroup+";v=v1")
+	}
+	if opts.Metadata {
+		types = append(types, MediaJSON+";as="+KindPartialObjectMetadata+";g="+naming.MetaGroup+";v=v1",
+			MediaJSON+";as="+KindPartialObjectMetadataList+";g="+naming.MetaGroup+";v=v1")
 	}
 	return "only the following media types are accepted: " + strings.Join(types, ", ")
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -291,6 +292,11 @@ func New(runtimeConfig RuntimeConfig) (*Registry, error) {
 	for _, gv := range []schema.GroupVersion{MetaGroupVersion, UpstreamMetaGroupVersion} {
 		reg.Scheme.AddKnownTypes(gv, &metav1.Table{}, &metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadataList{}, &metav1.Status{})
 		metav1.AddToGroupVersion(reg.Scheme, gv)
+	}
+	// PartialObjectMetadata is also served in v1beta1 of both meta groups, as upstream serves it
+	// (its list there is a type of its own, with other Protobuf field numbers).
+	for _, gv := range []schema.GroupVersion{MetaGroupVersion, UpstreamMetaGroupVersion} {
+		reg.Scheme.AddKnownTypes(schema.GroupVersion{Group: gv.Group, Version: "v1beta1"}, &metav1beta1.PartialObjectMetadata{}, &metav1beta1.PartialObjectMetadataList{})
 	}
 	metav1.AddToGroupVersion(reg.Scheme, schema.GroupVersion{Version: "v1"})
 	// The scale subresource speaks autoscaling/v1 Scale, whatever group its parent is in.

@@ -534,6 +534,10 @@ func (c *Controller) syncDelete(ctx context.Context, key string) error {
 	var solid, dangling, waiting []metav1.OwnerReference
 	for _, ref := range s.owners {
 		st, err := c.ownerState(ctx, s.id, ref)
+		if errors.Is(err, errUnresolvable) {
+			// Retrying would not change it.
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -569,6 +573,10 @@ func (c *Controller) syncDelete(ctx context.Context, key string) error {
 	}
 }
 
+// errUnresolvable is a reference no lookup can resolve (a namespaced owner of a cluster-scoped
+// object).
+var errUnresolvable = errors.New("a cluster-scoped object cannot have a namespaced owner")
+
 type ownerStateValue int
 
 const (
@@ -580,8 +588,23 @@ const (
 // ownerState tells whether the owner ref names exists (with ref's uid): from the graph when the
 // collector has seen it, else from the API (and the cache of owners found gone).
 func (c *Controller) ownerState(ctx context.Context, dependent identity, ref metav1.OwnerReference) (ownerStateValue, error) {
+	gvr, namespaced, err := c.resource(ref.APIVersion, ref.Kind)
+	if err != nil {
+		return ownerAbsent, err
+	}
+	ns := ""
+	if namespaced {
+		if dependent.Namespace == "" {
+			// A cluster-scoped object cannot be owned by a namespaced one: as upstream, the
+			// reference cannot be resolved, the object is never collected, and the event says so.
+			c.event(dependent, corev1.EventTypeWarning, "OwnerRefInvalidNamespace",
+				fmt.Sprintf("ownerRef %s does not exist in namespace %q", refString(ref), dependent.Namespace))
+			return ownerAbsent, errUnresolvable
+		}
+		ns = dependent.Namespace
+	}
 	c.mu.Lock()
-	if n := c.nodes[ref.UID]; n != nil && !n.virtual {
+	if n := c.nodes[ref.UID]; n != nil && !n.virtual && n.id.Namespace == ns {
 		st := ownerSolid
 		if n.deletingDependents {
 			st = ownerWaiting
@@ -590,21 +613,6 @@ func (c *Controller) ownerState(ctx context.Context, dependent identity, ref met
 		return st, nil
 	}
 	c.mu.Unlock()
-	gvr, namespaced, err := c.resource(ref.APIVersion, ref.Kind)
-	if err != nil {
-		return ownerAbsent, err
-	}
-	ns := ""
-	if namespaced {
-		if dependent.Namespace == "" {
-			// A cluster-scoped object cannot be owned by a namespaced one (upstream treats the
-			// owner as gone and says so on the object).
-			c.event(dependent, corev1.EventTypeWarning, "OwnerRefInvalidNamespace",
-				fmt.Sprintf("ownerRef %s does not exist in namespace %q (a cluster-scoped object cannot have a namespaced owner)", refString(ref), dependent.Namespace))
-			return ownerAbsent, nil
-		}
-		ns = dependent.Namespace
-	}
 	if _, gone := c.absent.Get(absentKey(ns, ref.UID)); gone {
 		return ownerAbsent, nil
 	}

@@ -210,3 +210,33 @@ func TestGarbageCollector(t *testing.T) {
 		gone(t, env, ns, "dep")
 	})
 }
+
+// A cluster-scoped object naming a namespaced owner cannot be resolved: as upstream, it is not
+// collected, and an OwnerRefInvalidNamespace event says why.
+func TestNamespacedOwnerOfClusterScopedObject(t *testing.T) {
+	env := start(t)
+	ns := env.Namespace("gc-invalid")
+	owner := configMap(t, env, ns, "owner")
+	role, err := env.Admin.RBAC.ClusterRoles().Create(context.Background(), &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-dependent", OwnerReferences: []metav1.OwnerReference{ref("v1", "ConfigMap", owner, false)}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, bound, "an OwnerRefInvalidNamespace event", func() (bool, string) {
+		evs, err := env.Admin.Kubernetes.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "OwnerRefInvalidNamespace" && ev.InvolvedObject.UID == role.UID {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events, none about the role", len(evs.Items))
+	})
+	testenv.Never(t, time.Second, "the cluster-scoped dependent collected", func() (bool, string) {
+		_, err := env.Admin.RBAC.ClusterRoles().Get(context.Background(), role.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), testenv.Short(err)
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
@@ -28,6 +30,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
 )
 
 // ServerConfig is how a service serves its gRPC API; each service embeds it in its Config.
@@ -275,4 +278,38 @@ func RunUntil(ctx context.Context, s *Server, timeout time.Duration, stop func(c
 	defer cancel()
 	stop(sctx)
 	return err
+}
+
+// runtimeFamilies are the metric families of the Go runtime and the process, which every
+// service's registry has: in one process (the all-in-one) they are one process's, served once.
+var runtimeFamilies = []string{"go_", "process_"}
+
+// grpcServerFamilies are the gRPC server's families, which every service has for the methods it
+// serves (all of them for grpc.health.v1.Health).
+const grpcServerFamilies = "grpc_server_"
+
+// InProcessMetrics is the registry g of the named service prepared for serving with other
+// services' registries of one process: without the Go runtime's and the process's families, and
+// with its gRPC server series labelled service=<name> (those of grpc.health.v1.Health would
+// otherwise be the same series in every service). Every other series is as the service's own
+// endpoint serves it.
+func InProcessMetrics(name string, g prometheus.Gatherer) prometheus.Gatherer {
+	label := &dto.LabelPair{Name: proto.String("service"), Value: proto.String(name)}
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := g.Gather()
+		out := mfs[:0]
+		for _, mf := range mfs {
+			if slices.ContainsFunc(runtimeFamilies, func(p string) bool { return strings.HasPrefix(mf.GetName(), p) }) {
+				continue
+			}
+			if strings.HasPrefix(mf.GetName(), grpcServerFamilies) {
+				for _, m := range mf.Metric {
+					i, _ := slices.BinarySearchFunc(m.Label, "service", func(l *dto.LabelPair, n string) int { return strings.Compare(l.GetName(), n) })
+					m.Label = slices.Insert(m.Label, i, label)
+				}
+			}
+			out = append(out, mf)
+		}
+		return out, err
+	})
 }

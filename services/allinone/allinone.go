@@ -8,13 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
 	"platform.io/libs/naming"
 	"platform.io/libs/pki"
+	"platform.io/libs/service"
 	admission "platform.io/services/admission/server"
 	authn "platform.io/services/authn/server"
 	authz "platform.io/services/authz/server"
@@ -112,9 +115,11 @@ type platform struct {
 	admission    *admission.Server
 	certificates *certificates.Server
 	gateway      *gateway.Server
-	controllers  *controllers.Manager
-	kubeconfig   string
-	url          string
+	// mu guards controllers, which start after the gateway serves /metrics.
+	mu          sync.Mutex
+	controllers *controllers.Manager
+	kubeconfig  string
+	url         string
 }
 
 // start prepares the data directory (CA, certificates, service account key, kubeconfig on first
@@ -229,7 +234,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	gc.Storage.Address, gc.Authn.Address, gc.Authz.Address, gc.Admission.Address = sc.Listen, ac.Listen, zc.Listen, dc.Listen
 	// The gateway calls every service in process (no gRPC transport on its hottest paths: storage,
 	// and authentication, authorization and admission on every request).
-	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy, StorageConn: p.storage.InProcess(),
+	p.gateway, err = gateway.Start(ctx, gc, gateway.Options{LogHealthy: cfg.logHealthy, MoreMetrics: p.metrics, StorageConn: p.storage.InProcess(),
 		AuthnConn: p.authn.InProcess(), AuthzConn: p.authz.InProcess(), AdmissionConn: p.admission.InProcess()}, log.With("service", "gateway"))
 	if err != nil {
 		return nil, fmt.Errorf("starting the gateway: %w", err)
@@ -250,12 +255,34 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 	cc.RESTConfig = files.controllersConfig(p.url)
 	cc.ServiceAccountPrivateKeyFile = ac.ServiceAccountSigningKeyFile
 	cc.RootCAFile = files.caCert
-	p.controllers, err = controllers.Start(ctx, cc, log.With("service", "controllers"))
+	cm, err := controllers.Start(ctx, cc, log.With("service", "controllers"))
 	if err != nil {
 		return nil, fmt.Errorf("starting the controllers: %w", err)
 	}
+	p.mu.Lock()
+	p.controllers = cm
+	p.mu.Unlock()
 	ok = true
 	return p, nil
+}
+
+// metrics are the registries of the services other than the gateway, which the gateway's
+// /metrics serves with its own: every service's metrics under the names and labels of its own
+// endpoint in the split deployment.
+func (p *platform) metrics() []prometheus.Gatherer {
+	gs := []prometheus.Gatherer{
+		service.InProcessMetrics("storage", p.storage.Metrics()),
+		service.InProcessMetrics("authn", p.authn.Metrics()),
+		service.InProcessMetrics("authz", p.authz.Metrics()),
+		service.InProcessMetrics("admission", p.admission.Metrics()),
+		service.InProcessMetrics("certificates", p.certificates.Metrics()),
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.controllers != nil {
+		gs = append(gs, service.InProcessMetrics("controllers", p.controllers.Metrics()))
+	}
+	return gs
 }
 
 // stop stops the callers before what they call: the controllers and the gateway first, then each

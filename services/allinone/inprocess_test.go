@@ -118,6 +118,7 @@ func TestServicesCallEachOtherInProcess(t *testing.T) {
 	if after := admissionAsked(t, rc); after <= before {
 		t.Errorf("gateway_admission_requests_total{result=asked}: %v before the create, %v after: admission was not in the path", before, after)
 	}
+	checkEveryServiceMetrics(t, rc)
 
 	// Every span the recorder saw, ended or not (watches last until Stop).
 	var overSocket []string
@@ -226,4 +227,56 @@ func admissionAsked(t *testing.T, rc *rest.Config) float64 {
 		}
 	}
 	return n
+}
+
+// checkEveryServiceMetrics scrapes the all-in-one's /metrics: one family of each service it runs
+// in process is there (under the name the service's own endpoint uses), and the Go runtime's and
+// the process's series once (a series twice would make the scrape fail).
+func checkEveryServiceMetrics(t *testing.T, rc *rest.Config) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(rc.Host + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/metrics: %d %s", resp.StatusCode, body)
+		}
+		// The controllers start last: their series appear once they run.
+		if strings.Contains(string(body), "\ncontroller_syncs_total{") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	families := map[string]int{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, _, _ = strings.Cut(name, " ")
+			families[name]++
+		}
+	}
+	for service, family := range map[string]string{
+		"gateway":       "apiserver_request_total",
+		"storage":       "storage_requests_total",
+		"authn":         "authentication_attempts",
+		"authz":         "apiserver_authorization_decisions_total",
+		"admission":     "apiserver_admission_controller_admission_duration_seconds",
+		"controllers":   "controller_syncs_total",
+		"runtime, once": "go_goroutines",
+	} {
+		if families[family] != 1 {
+			t.Errorf("%s: family %s appears %d times in /metrics", service, family, families[family])
+		}
+	}
+	if n := strings.Count(string(body), "\ngo_goroutines "); n != 1 {
+		t.Errorf("go_goroutines: %d series, want the process's one", n)
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"sync"
@@ -192,3 +193,6 @@ func (r remoteAuthorizer) Authorize(ctx context.Context, a admission.Authorizati
 	}
 	return resp.GetDecision() == authzv1.Decision_DECISION_ALLOW, resp.GetReason(), nil
 }
+
+// Metrics is the service's metrics registry (for an embedding process to serve).
+func (s *Server) Metrics() *prometheus.Registry { return s.srv.Metrics }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"sync"
@@ -107,3 +108,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	return service.RunUntil(ctx, s.srv, cfg.ShutdownTimeout, s.Stop)
 }
+
+// Metrics is the service's metrics registry (for an embedding process to serve).
+func (s *Server) Metrics() *prometheus.Registry { return s.srv.Metrics }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
@@ -429,3 +430,6 @@ func DumpPolicy(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger
 	_, err = fmt.Fprintf(out, "# Rego policy (package and rules); evaluate with the data document below, e.g.\n#   opa eval -d policy.rego -d data.json -i input.json 'data'\n%s\n# data.json\n%s\n", p.rbac.Policy(), data)
 	return err
 }
+
+// Metrics is the service's metrics registry (for an embedding process to serve).
+func (s *Server) Metrics() *prometheus.Registry { return s.srv.Metrics }

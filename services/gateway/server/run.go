@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -55,6 +56,10 @@ type Options struct {
 	Ready func(addr net.Addr)
 	// LogHealthy, when set, is what the "log" health check reports (see LogWriter).
 	LogHealthy func() error
+	// MoreMetrics, when set, gives registries /metrics serves beside the gateway's, at every
+	// scrape (the all-in-one's other services, prepared with service.InProcessMetrics; some start
+	// after the gateway).
+	MoreMetrics func() []prometheus.Gatherer
 }
 
 // Server is a running gateway.
@@ -161,7 +166,13 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	router.UseEncodedPath()
 	s.health.Install(router)
 	reqs := newRequestMetrics(metrics)
-	router.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	var gatherer prometheus.Gatherer = metrics
+	if more := opts.MoreMetrics; more != nil {
+		gatherer = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+			return append(prometheus.Gatherers{metrics}, more()...).Gather()
+		})
+	}
+	router.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	if cfg.Profiling {
 		router.PathPrefix("/debug/pprof/").Handler(service.ProfilingHandler())
 	}

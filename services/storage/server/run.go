@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"os"
@@ -203,3 +204,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	return service.RunUntil(ctx, s.srv, cfg.ShutdownTimeout, s.Stop)
 }
+
+// Metrics is the service's metrics registry (for an embedding process to serve).
+func (s *Server) Metrics() *prometheus.Registry { return s.srv.Metrics }

@@ -52,8 +52,8 @@ type Resources interface {
 	Watch(m Mapping) (Copy, func())
 }
 
-// Copy is the objects of one resource: typed (k8s.io/api Go types) for built-in kinds,
-// *unstructured.Unstructured for custom ones, each with its kind and resourceVersion set.
+// Copy is the objects of one resource (typed or *unstructured.Unstructured; the service's are
+// unstructured, the form policies read params in), each with its kind and resourceVersion set.
 type Copy interface {
 	// Synced tells whether the first list has been read.
 	Synced() bool

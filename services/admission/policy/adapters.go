@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,11 +41,17 @@ const upstreamValidationPrefix = "validation.policy.admission.k8s.io/"
 
 var validationPrefix = "validation.policy.admission." + naming.GroupSuffix + "/"
 
-// attributes is upstream's view of one request.
+// attributes is upstream's view of one request. The objects are given in unstructured form,
+// converted once on first use: upstream's evaluation converts typed objects to that form for
+// every set of expressions it evaluates (validations, messages, audit annotations), and takes an
+// unstructured object as it is.
 type attributes struct {
 	a    *admission.Attributes
 	opts runtime.Object
 	user user.Info
+
+	once        sync.Once
+	object, old runtime.Object
 }
 
 var _ k8sadmission.Attributes = (*attributes)(nil)
@@ -93,6 +102,30 @@ func (w *attributes) GetOldObject() runtime.Object                             {
 func (w *attributes) GetKind() schema.GroupVersionKind                         { return w.a.Kind }
 func (w *attributes) GetUserInfo() user.Info                                   { return w.user }
 func (w *attributes) GetReinvocationContext() k8sadmission.ReinvocationContext { return nil }
+
+// convert turns the request's objects into unstructured ones (with their kind). An object that
+// does not convert is passed as it is (upstream's evaluation then reports the same error).
+func (w *attributes) convert() {
+	w.once.Do(func() {
+		w.object, w.old = unstructuredOf(w.a.Object, w.a.Kind), unstructuredOf(w.a.OldObject, w.a.Kind)
+	})
+}
+
+func unstructuredOf(obj runtime.Object, kind schema.GroupVersionKind) runtime.Object {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return nil
+	}
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		return obj
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return obj
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(kind)
+	return u
+}
 
 // AddAnnotation records an audit annotation, upstream's validation failures under Platform's
 // group suffix.

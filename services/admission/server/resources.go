@@ -104,8 +104,9 @@ func (r *resources) Watch(m admission.Mapping) (admission.Copy, func()) {
 	}
 }
 
-// informer reads m's objects: built-in ones from their Protobuf envelope into their Go type,
-// custom ones from their JSON, with m's apiVersion.
+// informer reads m's objects into unstructured form (the form policies evaluate params in,
+// converted once per stored revision rather than once per request): built-in ones from their
+// Protobuf envelope through their Go type, custom ones from their JSON, with m's apiVersion.
 func (r *resources) informer(m admission.Mapping) *storage.Informer[runtime.Object] {
 	typ := &storagev1.ResourceType{Group: m.Resource.Group, Resource: m.Resource.Resource}
 	return storage.NewInformer(r.client, typ, func(o *storagev1.Object) (runtime.Object, error) {
@@ -118,11 +119,14 @@ func (r *resources) informer(m admission.Mapping) *storage.Informer[runtime.Obje
 			if err := storage.DecodeStored(o.GetValue(), u); err != nil {
 				return nil, err
 			}
-			obj.GetObjectKind().SetGroupVersionKind(m.Kind)
-			if acc := admission.Accessor(obj); acc != nil {
-				acc.SetResourceVersion(rv)
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
+				return nil, err
 			}
-			return obj, nil
+			out := &unstructured.Unstructured{Object: content}
+			out.SetGroupVersionKind(m.Kind)
+			out.SetResourceVersion(rv)
+			return out, nil
 		}
 		u := &unstructured.Unstructured{}
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(o.GetValue(), &u.Object); err != nil {

@@ -762,7 +762,9 @@ func (x *InterestSet) GetOwnerReferences() bool {
 // InterestRule matches requests as a webhook rule does: operations (CREATE, UPDATE, DELETE,
 // CONNECT, *), API groups (* for all), resources ("pods", "pods/status", "pods/*", "*/status", "*"
 // for main resources, "*/*" for everything), scope (Cluster, Namespaced, *), and optionally only
-// requests from users in one of groups.
+// requests from users in one of groups. validate_only says the plugin that declared the rule acts
+// in the validating phase only (validating webhooks, ValidatingAdmissionPolicy): a write that no
+// other rule, namespace or owner reference interest matches skips the mutating phase.
 type InterestRule struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Operations    []string               `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
@@ -770,6 +772,7 @@ type InterestRule struct {
 	Resources     []string               `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
 	Scope         string                 `protobuf:"bytes,4,opt,name=scope,proto3" json:"scope,omitempty"`
 	UserGroups    []string               `protobuf:"bytes,5,rep,name=user_groups,json=userGroups,proto3" json:"user_groups,omitempty"`
+	ValidateOnly  bool                   `protobuf:"varint,6,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -837,6 +840,13 @@ func (x *InterestRule) GetUserGroups() []string {
 		return x.UserGroups
 	}
 	return nil
+}
+
+func (x *InterestRule) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
 }
 
 var File_admission_v1_admission_proto protoreflect.FileDescriptor
@@ -910,7 +920,7 @@ const file_admission_v1_admission_proto_rawDesc = "" +
 	"\n" +
 	"namespaces\x18\x03 \x03(\tR\n" +
 	"namespaces\x12)\n" +
-	"\x10owner_references\x18\x04 \x01(\bR\x0fownerReferences\"\xa2\x01\n" +
+	"\x10owner_references\x18\x04 \x01(\bR\x0fownerReferences\"\xc7\x01\n" +
 	"\fInterestRule\x12\x1e\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\tR\n" +
@@ -920,7 +930,8 @@ const file_admission_v1_admission_proto_rawDesc = "" +
 	"\tresources\x18\x03 \x03(\tR\tresources\x12\x14\n" +
 	"\x05scope\x18\x04 \x01(\tR\x05scope\x12\x1f\n" +
 	"\vuser_groups\x18\x05 \x03(\tR\n" +
-	"userGroups2\xaa\x02\n" +
+	"userGroups\x12#\n" +
+	"\rvalidate_only\x18\x06 \x01(\bR\fvalidateOnly2\xaa\x02\n" +
 	"\tAdmission\x12Z\n" +
 	"\x05Admit\x12'.platform.admission.v1.AdmissionRequest\x1a(.platform.admission.v1.AdmissionResponse\x12]\n" +
 	"\bValidate\x12'.platform.admission.v1.AdmissionRequest\x1a(.platform.admission.v1.AdmissionResponse\x12b\n" +

@@ -161,13 +161,15 @@ type Validator interface {
 // ("*" for all), API groups (Platform's names; "*" for all), resources ("pods", "pods/status",
 // "pods/*", "*/status", "*", "*/*"), scope ("Cluster", "Namespaced", "*" or "" for both), and
 // optionally only requests from users of one of UserGroups. The gateway calls admission only for
-// requests some interest matches.
+// requests some interest matches. ValidateOnly is set by the chain on the interests of plugins
+// that only validate: a write only such interests match skips the mutating phase.
 type Interest struct {
-	Operations []Operation
-	APIGroups  []string
-	Resources  []string
-	Scope      string
-	UserGroups []string
+	Operations   []Operation
+	APIGroups    []string
+	Resources    []string
+	Scope        string
+	UserGroups   []string
+	ValidateOnly bool
 }
 
 // Interested is implemented by plugins: the requests they may act on. Plugins whose interest

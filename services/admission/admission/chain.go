@@ -103,11 +103,16 @@ func (c *Chain) Validate(ctx context.Context, a *Attributes) error {
 	return nil
 }
 
-// Interests is every plugin's static interest.
+// Interests is every plugin's static interest; those of plugins that do not mutate are
+// ValidateOnly.
 func (c *Chain) Interests() []Interest {
 	var out []Interest
 	for _, i := range c.interested {
-		out = append(out, i.Interests()...)
+		_, mutates := i.(Mutator)
+		for _, in := range i.Interests() {
+			in.ValidateOnly = !mutates
+			out = append(out, in)
+		}
 	}
 	return out
 }

@@ -358,6 +358,10 @@ func TestBuild(t *testing.T) {
 		if len(in) != 2 || in[0].Resources[0] != "pods" || in[1].Resources[0] != "resourcequotas" {
 			t.Fatalf("Interests() = %+v", in)
 		}
+		// A plugin that only validates never needs the mutating phase.
+		if in[0].ValidateOnly || !in[1].ValidateOnly {
+			t.Errorf("ValidateOnly of a mutator's and a validator's interests: %v %v", in[0].ValidateOnly, in[1].ValidateOnly)
+		}
 		d := c.Dynamic()
 		if len(d) != 1 || d[0].Namespaces()[0] != "quota-ns" {
 			t.Fatalf("Dynamic() = %v", d)

@@ -11,6 +11,8 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Lister reads objects of one kind from the admission service's copy (kept in step with storage
@@ -35,6 +37,29 @@ type Objects interface {
 	IngressClasses() Lister[*networkingv1.IngressClass]
 	MutatingWebhookConfigurations() Lister[*admissionregistrationv1.MutatingWebhookConfiguration]
 	ValidatingWebhookConfigurations() Lister[*admissionregistrationv1.ValidatingWebhookConfiguration]
+	ValidatingAdmissionPolicies() Lister[*admissionregistrationv1.ValidatingAdmissionPolicy]
+	ValidatingAdmissionPolicyBindings() Lister[*admissionregistrationv1.ValidatingAdmissionPolicyBinding]
+}
+
+// Resources resolves kinds to the resources serving them and reads objects of any kind (the
+// params of admission policies) from copies kept by watches.
+type Resources interface {
+	// Mapping resolves a kind (Platform's group names): a built-in kind, or a kind of a stored
+	// CustomResourceDefinition. A kind that is not served is an error.
+	Mapping(gvk schema.GroupVersionKind) (Mapping, error)
+	// Watch returns a copy of the objects of m's resource, kept current by a watch from now on,
+	// and a release that ends the watch once every user of it has released it.
+	Watch(m Mapping) (Copy, func())
+}
+
+// Copy is the objects of one resource (typed or *unstructured.Unstructured; the service's are
+// unstructured, the form policies read params in), each with its kind and resourceVersion set.
+type Copy interface {
+	// Synced tells whether the first list has been read.
+	Synced() bool
+	Get(namespace, name string) (runtime.Object, bool)
+	// List returns the objects of a namespace ("" lists every namespace).
+	List(namespace string) []runtime.Object
 }
 
 // Store is what the admission service writes itself, through the storage API, with
@@ -83,6 +108,7 @@ type Deps struct {
 	Objects    Objects
 	Store      Store
 	Authorizer Authorizer
+	Resources  Resources
 	Log        *slog.Logger
 	Now        func() time.Time
 }

@@ -44,6 +44,7 @@ const (
 	ServiceAccount                       = "ServiceAccount"
 	StorageObjectInUseProtection         = "StorageObjectInUseProtection"
 	TaintNodesByCondition                = "TaintNodesByCondition"
+	ValidatingAdmissionPolicy            = "ValidatingAdmissionPolicy"
 	ValidatingAdmissionWebhook           = "ValidatingAdmissionWebhook"
 )
 
@@ -56,17 +57,18 @@ var Order = []string{
 	PodTolerationRestriction, EventRateLimit, ExtendedResourceToleration, DefaultStorageClass,
 	StorageObjectInUseProtection, OwnerReferencesPermissionEnforcement, PersistentVolumeClaimResize,
 	RuntimeClass, CertificateApproval, CertificateSigning, CertificateSubjectRestriction,
-	DefaultIngressClass, DenyServiceExternalIPs, MutatingAdmissionWebhook, ValidatingAdmissionWebhook,
-	ResourceQuota, AlwaysDeny,
+	DefaultIngressClass, DenyServiceExternalIPs, MutatingAdmissionWebhook, ValidatingAdmissionPolicy,
+	ValidatingAdmissionWebhook, ResourceQuota, AlwaysDeny,
 }
 
-// DefaultEnabled is the spec's default set (release 1.26).
+// DefaultEnabled is the spec's default set (release 1.26) plus ValidatingAdmissionPolicy, which
+// upstream enables by default since 1.30 (the policies are GA there).
 var DefaultEnabled = []string{
 	CertificateApproval, CertificateSigning, CertificateSubjectRestriction, DefaultIngressClass,
 	DefaultStorageClass, DefaultTolerationSeconds, LimitRanger, MutatingAdmissionWebhook,
 	NamespaceLifecycle, PersistentVolumeClaimResize, PodSecurity, Priority, ResourceQuota,
 	RuntimeClass, ServiceAccount, StorageObjectInUseProtection, TaintNodesByCondition,
-	ValidatingAdmissionWebhook,
+	ValidatingAdmissionPolicy, ValidatingAdmissionWebhook,
 }
 
 // Removed names plugins upstream removed; enabling one refuses to start with this reason.

@@ -8,14 +8,15 @@ import (
 	"platform.io/services/admission/admission"
 )
 
-// The spec's default set (release 1.26), in upstream's order (kube-apiserver's
-// AllOrderedPlugins): the oracle for Enabled(nil, nil).
+// The spec's default set (release 1.26) plus ValidatingAdmissionPolicy (upstream's default since
+// 1.30), in upstream's order (kube-apiserver's AllOrderedPlugins): the oracle for
+// Enabled(nil, nil).
 var specDefaults = []string{
 	"NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition", "PodSecurity",
 	"Priority", "DefaultTolerationSeconds", "DefaultStorageClass", "StorageObjectInUseProtection",
 	"PersistentVolumeClaimResize", "RuntimeClass", "CertificateApproval", "CertificateSigning",
 	"CertificateSubjectRestriction", "DefaultIngressClass", "MutatingAdmissionWebhook",
-	"ValidatingAdmissionWebhook", "ResourceQuota",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook", "ResourceQuota",
 }
 
 func TestEnabled(t *testing.T) {
@@ -131,9 +132,9 @@ func TestOrder(t *testing.T) {
 	if !sameSet(admission.DefaultEnabled, specDefaults) {
 		t.Errorf("DefaultEnabled = %v, want the spec's %v", admission.DefaultEnabled, specDefaults)
 	}
-	tail := admission.Order[len(admission.Order)-4:]
-	if !slices.Equal(tail, []string{"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook", "ResourceQuota", "AlwaysDeny"}) {
-		t.Errorf("Order ends with %v: upstream runs the webhooks, then ResourceQuota, then AlwaysDeny last", tail)
+	tail := admission.Order[len(admission.Order)-5:]
+	if !slices.Equal(tail, []string{"MutatingAdmissionWebhook", "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook", "ResourceQuota", "AlwaysDeny"}) {
+		t.Errorf("Order ends with %v: upstream runs the webhooks and policies, then ResourceQuota, then AlwaysDeny last", tail)
 	}
 	if admission.Order[0] != "AlwaysAdmit" || admission.Order[1] != "NamespaceAutoProvision" || admission.Order[2] != "NamespaceLifecycle" {
 		t.Errorf("Order starts with %v, want AlwaysAdmit, NamespaceAutoProvision, NamespaceLifecycle", admission.Order[:3])

@@ -14,6 +14,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1api "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -88,6 +89,10 @@ type objects struct {
 	ingressClasses  *storage.Informer[*networkingv1.IngressClass]
 	mutating        *storage.Informer[*admissionregistrationv1.MutatingWebhookConfiguration]
 	validating      *storage.Informer[*admissionregistrationv1.ValidatingWebhookConfiguration]
+	policies        *storage.Informer[*admissionregistrationv1.ValidatingAdmissionPolicy]
+	bindings        *storage.Informer[*admissionregistrationv1.ValidatingAdmissionPolicyBinding]
+	crds            *storage.Informer[*apiextensionsv1.CustomResourceDefinition]
+	resources       *resources
 }
 
 var (
@@ -97,7 +102,7 @@ var (
 
 func newObjects(client *storage.Client, log *slog.Logger) *objects {
 	admissionGroup := naming.Group("admissionregistration.k8s.io")
-	return &objects{
+	o := &objects{
 		namespaces:      newInformer[corev1.Namespace](client, "", "namespaces", log),
 		serviceAccounts: newInformer[corev1.ServiceAccount](client, "", "serviceaccounts", log),
 		services:        newInformer[corev1.Service](client, "", "services", log),
@@ -111,7 +116,12 @@ func newObjects(client *storage.Client, log *slog.Logger) *objects {
 		ingressClasses:  newInformer[networkingv1.IngressClass](client, naming.Group("networking.k8s.io"), "ingressclasses", log),
 		mutating:        newInformer[admissionregistrationv1.MutatingWebhookConfiguration](client, admissionGroup, "mutatingwebhookconfigurations", log),
 		validating:      newInformer[admissionregistrationv1.ValidatingWebhookConfiguration](client, admissionGroup, "validatingwebhookconfigurations", log),
+		policies:        newInformer[admissionregistrationv1.ValidatingAdmissionPolicy](client, admissionGroup, "validatingadmissionpolicies", log),
+		bindings:        newInformer[admissionregistrationv1.ValidatingAdmissionPolicyBinding](client, admissionGroup, "validatingadmissionpolicybindings", log),
+		crds:            newInformer[apiextensionsv1.CustomResourceDefinition](client, naming.Group("apiextensions.k8s.io"), "customresourcedefinitions", log),
 	}
+	o.resources = newResources(client, o.crds, log)
+	return o
 }
 
 // run starts every informer; synced is closed once all have listed.
@@ -121,10 +131,14 @@ func (o *objects) run(ctx context.Context) (synced <-chan struct{}) {
 		Synced() <-chan struct{}
 	}
 	all := []informer{o.namespaces, o.serviceAccounts, o.services, o.limitRanges, o.quotas, o.nodes, o.pods, o.priorityClasses,
-		o.runtimeClasses, o.storageClasses, o.ingressClasses, o.mutating, o.validating}
+		o.runtimeClasses, o.storageClasses, o.ingressClasses, o.mutating, o.validating, o.policies, o.bindings, o.crds}
 	for _, i := range all {
 		go i.Run(ctx)
 	}
+	go func() {
+		<-ctx.Done()
+		o.resources.cancel()
+	}()
 	done := make(chan struct{})
 	go func() {
 		for _, i := range all {
@@ -175,6 +189,13 @@ func (o *objects) MutatingWebhookConfigurations() admission.Lister[*admissionreg
 }
 func (o *objects) ValidatingWebhookConfigurations() admission.Lister[*admissionregistrationv1.ValidatingWebhookConfiguration] {
 	return lister[*admissionregistrationv1.ValidatingWebhookConfiguration]{o.validating}
+}
+
+func (o *objects) ValidatingAdmissionPolicies() admission.Lister[*admissionregistrationv1.ValidatingAdmissionPolicy] {
+	return lister[*admissionregistrationv1.ValidatingAdmissionPolicy]{o.policies}
+}
+func (o *objects) ValidatingAdmissionPolicyBindings() admission.Lister[*admissionregistrationv1.ValidatingAdmissionPolicyBinding] {
+	return lister[*admissionregistrationv1.ValidatingAdmissionPolicyBinding]{o.bindings}
 }
 
 // store is admission.Store over the storage API: consistent reads, compare-and-swap writes.

@@ -8,6 +8,7 @@ import (
 	"platform.io/services/admission/plugins/namespaces"
 	"platform.io/services/admission/plugins/pods"
 	"platform.io/services/admission/plugins/quota"
+	"platform.io/services/admission/policy"
 	"platform.io/services/admission/webhook"
 )
 
@@ -20,6 +21,7 @@ func Plugins() *admission.Registry {
 	namespaces.Register(r)
 	pods.Register(r)
 	quota.Register(r)
+	policy.Register(r)
 	webhook.Register(r)
 	return r
 }

@@ -95,7 +95,8 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	if reg == nil {
 		reg = Plugins()
 	}
-	deps := admission.Deps{Objects: objs, Store: &store{client: client, now: time.Now}, Authorizer: remoteAuthorizer{authzv1.NewAuthorizationClient(authzConn)}, Log: log, Now: time.Now}
+	deps := admission.Deps{Objects: objs, Store: &store{client: client, now: time.Now}, Authorizer: remoteAuthorizer{authzv1.NewAuthorizationClient(authzConn)},
+		Resources: objs.resources, Log: log, Now: time.Now}
 	chain, err := admission.Build(reg, enabled, configs, deps, m.observe)
 	if err != nil {
 		srv.Stop(context.Background(), nil)

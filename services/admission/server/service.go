@@ -192,7 +192,7 @@ func newInterestState(chain *admission.Chain) *interestState {
 func (st *interestState) build(gen uint64) *admissionv1.InterestSet {
 	set := &admissionv1.InterestSet{Generation: gen}
 	for _, in := range st.chain.Interests() {
-		r := &admissionv1.InterestRule{ApiGroups: in.APIGroups, Resources: in.Resources, Scope: in.Scope, UserGroups: in.UserGroups}
+		r := &admissionv1.InterestRule{ApiGroups: in.APIGroups, Resources: in.Resources, Scope: in.Scope, UserGroups: in.UserGroups, ValidateOnly: in.ValidateOnly}
 		for _, op := range in.Operations {
 			r.Operations = append(r.Operations, string(op))
 		}
@@ -314,7 +314,7 @@ func sameInterest(a, b *admissionv1.InterestSet) bool {
 	for i := range a.Rules {
 		x, y := a.Rules[i], b.Rules[i]
 		if !equalStrings(x.Operations, y.Operations) || !equalStrings(x.ApiGroups, y.ApiGroups) || !equalStrings(x.Resources, y.Resources) ||
-			x.Scope != y.Scope || !equalStrings(x.UserGroups, y.UserGroups) {
+			x.Scope != y.Scope || !equalStrings(x.UserGroups, y.UserGroups) || x.ValidateOnly != y.ValidateOnly {
 			return false
 		}
 	}

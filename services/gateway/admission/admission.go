@@ -30,6 +30,9 @@ type Request struct {
 	UserGroups  []string
 	// OwnerReferences is true when the write sets or changes metadata.ownerReferences.
 	OwnerReferences bool
+	// Mutating asks for the mutating phase, which rules of plugins that only validate do not
+	// call for.
+	Mutating bool
 }
 
 // UnavailableError is a write that could not be admitted because the service did not answer
@@ -156,8 +159,12 @@ func matches(set *admissionv1.InterestSet, ns map[string]bool, r Request) bool {
 }
 
 // ruleMatches applies a webhook rule's matching: operations, groups, resources with the
-// subresource forms, scope, and the user groups.
+// subresource forms, scope, and the user groups; a validate-only rule never asks for the
+// mutating phase.
 func ruleMatches(rule *admissionv1.InterestRule, r Request) bool {
+	if r.Mutating && rule.GetValidateOnly() {
+		return false
+	}
 	if !anyOf(rule.GetOperations(), r.Operation) || !anyOf(rule.GetApiGroups(), r.Group) {
 		return false
 	}

@@ -40,6 +40,7 @@ func TestMatches(t *testing.T) {
 			{Operations: []string{"*"}, ApiGroups: []string{"apps"}, Resources: []string{"deployments/scale"}},
 			{Operations: []string{"UPDATE"}, ApiGroups: []string{"*"}, Resources: []string{"*"}, UserGroups: []string{"system:nodes"}},
 			{Operations: []string{"CREATE"}, ApiGroups: []string{""}, Resources: []string{"namespaces"}, Scope: "Cluster"},
+			{Operations: []string{"CREATE"}, ApiGroups: []string{""}, Resources: []string{"configmaps"}, ValidateOnly: true},
 		},
 		Namespaces:      []string{"quota"},
 		OwnerReferences: true,
@@ -61,6 +62,11 @@ func TestMatches(t *testing.T) {
 		{"cluster scope rule", Request{Operation: "CREATE", Resource: "namespaces"}, true},
 		{"watched namespace", Request{Operation: "DELETE", Resource: "configmaps", Namespaced: true, Namespace: "quota"}, true},
 		{"owner references", Request{Operation: "UPDATE", Resource: "configmaps", Namespaced: true, Namespace: "a", OwnerReferences: true}, true},
+		{"owner references, mutating", Request{Operation: "UPDATE", Resource: "configmaps", Namespaced: true, Namespace: "a", OwnerReferences: true, Mutating: true}, true},
+		{"validate-only rule, validating", Request{Operation: "CREATE", Resource: "configmaps", Namespaced: true, Namespace: "a"}, true},
+		{"validate-only rule, mutating", Request{Operation: "CREATE", Resource: "configmaps", Namespaced: true, Namespace: "a", Mutating: true}, false},
+		{"watched namespace, mutating", Request{Operation: "CREATE", Resource: "configmaps", Namespaced: true, Namespace: "quota", Mutating: true}, true},
+		{"pod create, mutating", Request{Operation: "CREATE", Resource: "pods", Namespaced: true, Namespace: "a", Mutating: true}, true},
 	} {
 		if got := matches(set, ns, c.req); got != c.want {
 			t.Errorf("%s: matches = %v, want %v", c.name, got, c.want)

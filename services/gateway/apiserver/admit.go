@@ -55,9 +55,9 @@ func (m admitter) Delete(ctx context.Context, at generic.Attempt) error {
 	return m.a.admitDelete(ctx, at)
 }
 
-// admissionFor builds the request of a write, or nil when nobody is interested (or the write is
-// the gateway's own).
-func (a *API) admissionFor(ctx context.Context, at generic.Attempt) (*admissionv1.AdmissionRequest, error) {
+// admissionFor builds the request of a write for the mutating phase (mutating) or the
+// validating one, or nil when nobody is interested (or the write is the gateway's own).
+func (a *API) admissionFor(ctx context.Context, at generic.Attempt, mutating bool) (*admissionv1.AdmissionRequest, error) {
 	if a.admission == nil {
 		return nil, nil
 	}
@@ -81,7 +81,7 @@ func (a *API) admissionFor(ctx context.Context, at generic.Attempt) (*admissionv
 	want := admission.Request{
 		Operation: at.Op, Group: at.Res.Group, Resource: at.Res.Resource, Subresource: at.Sub,
 		Namespaced: at.Res.Namespaced, Namespace: ns, UserGroups: u.Groups,
-		OwnerReferences: ownerReferencesChanged(at.Obj, at.Old),
+		OwnerReferences: ownerReferencesChanged(at.Obj, at.Old), Mutating: mutating,
 	}
 	interested := a.admission.Interested(want)
 	if !interested && at.Op == generic.OpCreate && at.Res.Namespaced && ns != "" {
@@ -149,7 +149,7 @@ func (a *API) admissionFor(ctx context.Context, at generic.Attempt) (*admissionv
 // admissionMutate runs the mutating phase; it returns the object to continue with (the mutated
 // one, decoded and defaulted, when a plugin or webhook changed it).
 func (a *API) admissionMutate(ctx context.Context, at generic.Attempt) (runtime.Object, error) {
-	req, err := a.admissionFor(ctx, at)
+	req, err := a.admissionFor(ctx, at, true)
 	if err != nil || req == nil {
 		return at.Obj, err
 	}
@@ -184,7 +184,7 @@ func (a *API) admissionMutate(ctx context.Context, at generic.Attempt) (runtime.
 
 // admissionValidate runs the validating phase.
 func (a *API) admissionValidate(ctx context.Context, at generic.Attempt) error {
-	req, err := a.admissionFor(ctx, at)
+	req, err := a.admissionFor(ctx, at, false)
 	if err != nil || req == nil {
 		return err
 	}
@@ -192,9 +192,10 @@ func (a *API) admissionValidate(ctx context.Context, at generic.Attempt) error {
 	return a.admissionOutcome(ctx, resp, err)
 }
 
-// admitDelete runs both phases for a delete (one request built once).
+// admitDelete runs both phases for a delete (one request built once, asked for whenever any
+// rule matches).
 func (a *API) admitDelete(ctx context.Context, at generic.Attempt) error {
-	req, err := a.admissionFor(ctx, at)
+	req, err := a.admissionFor(ctx, at, false)
 	if err != nil || req == nil {
 		return err
 	}

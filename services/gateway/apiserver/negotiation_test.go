@@ -108,7 +108,7 @@ func TestContentNegotiation(t *testing.T) {
 func TestDefaultTable(t *testing.T) {
 	e := gatewaytest.Start(t, gatewaytest.Options{})
 	const url = "/apis/admissionregistration.platform.io/v1/validatingadmissionpolicybindings"
-	created := must(t, do(t, e, "POST", url, `{"metadata":{"name":"b"}}`), http.StatusCreated)
+	created := must(t, do(t, e, "POST", url, `{"metadata":{"name":"b"},"spec":{"policyName":"p","validationActions":["Deny"]}}`), http.StatusCreated)
 	tbl := must(t, do(t, e, "GET", url+"/b", nil, "Accept", "application/json;as=Table;g=meta.platform.io;v=v1"), http.StatusOK)
 	cols := tbl["columnDefinitions"].([]any)
 	if len(cols) != 2 {

@@ -431,14 +431,14 @@ func runStarted(ctx context.Context, o *options, n int, stdout, stderr io.Writer
 	return code
 }
 
-// defaultAdmissionPlugins is the spec's default admission plugin set, which --admission=off
-// disables.
+// defaultAdmissionPlugins is the default admission plugin set (the spec's, plus
+// ValidatingAdmissionPolicy), which --admission=off disables.
 var defaultAdmissionPlugins = []string{
 	"CertificateApproval", "CertificateSigning", "CertificateSubjectRestriction", "DefaultIngressClass",
 	"DefaultStorageClass", "DefaultTolerationSeconds", "LimitRanger", "MutatingAdmissionWebhook",
 	"NamespaceLifecycle", "PersistentVolumeClaimResize", "PodSecurity", "Priority", "ResourceQuota",
 	"RuntimeClass", "ServiceAccount", "StorageObjectInUseProtection", "TaintNodesByCondition",
-	"ValidatingAdmissionWebhook",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
 }
 
 // measure runs the scenarios against the server o names and reports.

@@ -21,6 +21,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"platform.io/services/admission/admission"
@@ -88,6 +89,8 @@ type Objects struct {
 	IngressClassList      Lister[*networkingv1.IngressClass]
 	MutatingWebhookList   Lister[*admissionregistrationv1.MutatingWebhookConfiguration]
 	ValidatingWebhookList Lister[*admissionregistrationv1.ValidatingWebhookConfiguration]
+	PolicyList            Lister[*admissionregistrationv1.ValidatingAdmissionPolicy]
+	PolicyBindingList     Lister[*admissionregistrationv1.ValidatingAdmissionPolicyBinding]
 }
 
 var _ admission.Objects = (*Objects)(nil)
@@ -117,6 +120,95 @@ func (o *Objects) MutatingWebhookConfigurations() admission.Lister[*admissionreg
 }
 func (o *Objects) ValidatingWebhookConfigurations() admission.Lister[*admissionregistrationv1.ValidatingWebhookConfiguration] {
 	return &o.ValidatingWebhookList
+}
+
+func (o *Objects) ValidatingAdmissionPolicies() admission.Lister[*admissionregistrationv1.ValidatingAdmissionPolicy] {
+	return &o.PolicyList
+}
+func (o *Objects) ValidatingAdmissionPolicyBindings() admission.Lister[*admissionregistrationv1.ValidatingAdmissionPolicyBinding] {
+	return &o.PolicyBindingList
+}
+
+// Resources is an in-memory admission.Resources: built-in kinds resolve as the service resolves
+// them, others from Kinds; the objects of a resource are the ones Add put there.
+type Resources struct {
+	// Kinds are the custom kinds served (by kind, Platform's group names).
+	Kinds map[schema.GroupVersionKind]admission.Mapping
+	mu    sync.Mutex
+	items map[schema.GroupVersionResource]*Copy
+}
+
+var _ admission.Resources = (*Resources)(nil)
+
+// Mapping resolves a kind.
+func (r *Resources) Mapping(gvk schema.GroupVersionKind) (admission.Mapping, error) {
+	if m, ok := r.Kinds[gvk]; ok {
+		return m, nil
+	}
+	return admission.BuiltinMapping(gvk)
+}
+
+// Watch returns the resource's objects (always synced).
+func (r *Resources) Watch(m admission.Mapping) (admission.Copy, func()) {
+	return r.copyOf(m.Resource), func() {}
+}
+
+func (r *Resources) copyOf(gvr schema.GroupVersionResource) *Copy {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.items == nil {
+		r.items = map[schema.GroupVersionResource]*Copy{}
+	}
+	c := r.items[gvr]
+	if c == nil {
+		c = &Copy{}
+		r.items[gvr] = c
+	}
+	return c
+}
+
+// Add stores objects of a resource (with their kind set).
+func (r *Resources) Add(gvr schema.GroupVersionResource, objs ...runtime.Object) {
+	c := r.copyOf(gvr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.items == nil {
+		c.items = map[string]runtime.Object{}
+	}
+	for _, o := range objs {
+		m := admission.Accessor(o)
+		c.items[key(m.GetNamespace(), m.GetName())] = o
+	}
+}
+
+// Copy is an in-memory admission.Copy.
+type Copy struct {
+	mu    sync.RWMutex
+	items map[string]runtime.Object
+}
+
+// Synced is true.
+func (c *Copy) Synced() bool { return true }
+
+// Get returns an object.
+func (c *Copy) Get(ns, name string) (runtime.Object, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.items[key(ns, name)]
+	return o, ok
+}
+
+// List returns the objects of a namespace ("" for all).
+func (c *Copy) List(ns string) []runtime.Object {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []runtime.Object
+	for _, o := range c.items {
+		if ns == "" || admission.Accessor(o).GetNamespace() == ns {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Store is an in-memory admission.Store with compare-and-swap on resourceVersion, backed by the
@@ -211,6 +303,7 @@ func Deps(objects *Objects, authz admission.Authorizer) admission.Deps {
 		Objects:    objects,
 		Store:      &Store{Objects: objects},
 		Authorizer: authz,
+		Resources:  &Resources{},
 		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:        time.Now,
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,64 +207,14 @@ func newBlockingRefs(obj, old runtime.Object) []metav1.OwnerReference {
 	return out
 }
 
-// builtinKinds resolves the kinds the platform serves as built in: the resource is the kind's
-// plural (upstream's regular pluralisation, with its exceptions), and the scope comes from the
-// list of cluster-scoped kinds.
+// builtinKinds resolves the kinds the platform serves as built in (admission.BuiltinMapping).
 type builtinKinds struct{}
-
-// clusterScoped are the built-in cluster-scoped kinds, by upstream group.
-var clusterScoped = func() map[schema.GroupKind]bool {
-	out := map[schema.GroupKind]bool{}
-	for group, kinds := range map[string][]string{
-		"":                             {"Namespace", "Node", "PersistentVolume", "ComponentStatus"},
-		"rbac.authorization.k8s.io":    {"ClusterRole", "ClusterRoleBinding"},
-		"storage.k8s.io":               {"StorageClass", "CSIDriver", "CSINode", "VolumeAttachment", "VolumeAttributesClass"},
-		"scheduling.k8s.io":            {"PriorityClass"},
-		"node.k8s.io":                  {"RuntimeClass"},
-		"networking.k8s.io":            {"IngressClass", "IPAddress", "ServiceCIDR"},
-		"admissionregistration.k8s.io": {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},
-		"apiextensions.k8s.io":         {"CustomResourceDefinition"},
-		"apiregistration.k8s.io":       {"APIService"},
-		"certificates.k8s.io":          {"CertificateSigningRequest", "ClusterTrustBundle"},
-		"flowcontrol.apiserver.k8s.io": {"FlowSchema", "PriorityLevelConfiguration"},
-		"resource.k8s.io":              {"DeviceClass", "ResourceSlice"},
-		"authentication.k8s.io":        {"TokenReview", "SelfSubjectReview"},
-		"authorization.k8s.io":         {"SubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview"},
-		"internal.apiserver.k8s.io":    {"StorageVersion"},
-	} {
-		for _, k := range kinds {
-			out[schema.GroupKind{Group: naming.Group(group), Kind: k}] = true
-		}
-	}
-	return out
-}()
-
-// irregularPlurals are the built-in kinds whose resource is not the regular plural.
-var irregularPlurals = map[string]string{"Endpoints": "endpoints"}
 
 // ResourcesFor resolves a built-in kind; other kinds are not found.
 func (builtinKinds) ResourcesFor(gvk schema.GroupVersionKind) ([]ResourceMapping, error) {
-	if _, ok := admission.NewObject(gvk); !ok {
-		return nil, fmt.Errorf("no matches for kind %q in version %q", gvk.Kind, gvk.GroupVersion().String())
+	m, err := admission.BuiltinMapping(gvk)
+	if err != nil {
+		return nil, err
 	}
-	plural, ok := irregularPlurals[gvk.Kind]
-	if !ok {
-		plural = pluralize(strings.ToLower(gvk.Kind))
-	}
-	return []ResourceMapping{{
-		Resource:   gvk.GroupVersion().WithResource(plural),
-		Namespaced: !clusterScoped[gvk.GroupKind()],
-	}}, nil
-}
-
-// pluralize is upstream's regular English plural of a lower-case kind.
-func pluralize(s string) string {
-	switch {
-	case strings.HasSuffix(s, "s"), strings.HasSuffix(s, "x"), strings.HasSuffix(s, "z"),
-		strings.HasSuffix(s, "ch"), strings.HasSuffix(s, "sh"):
-		return s + "es"
-	case strings.HasSuffix(s, "y") && len(s) > 1 && !strings.ContainsRune("aeiou", rune(s[len(s)-2])):
-		return s[:len(s)-1] + "ies"
-	}
-	return s + "s"
+	return []ResourceMapping{{Resource: m.Resource, Namespaced: m.Namespaced}}, nil
 }

@@ -67,25 +67,33 @@ func byKind() map[schema.GroupKind]wrapper {
 		gk("", "ComponentStatus"): func(b *builtin.Strategy, d Deps) registry.Strategy {
 			return core.NewComponentStatus(b, d.Components)
 		},
-		gk("", "Service"):                                                    same(core.NewService),
-		gk("", "Node"):                                                       same(core.NewStatusOnCreate),
-		gk("", "PersistentVolume"):                                           same(core.NewStatusOnCreate),
-		gk("", "ReplicationController"):                                      same(core.NewReplicationController),
-		gk("apps", "Deployment"):                                             same(apps.NewScalable),
-		gk("apps", "ReplicaSet"):                                             same(apps.NewScalable),
-		gk("apps", "StatefulSet"):                                            same(apps.NewScalable),
-		gk("rbac.authorization.k8s.io", "Role"):                              rbacKind,
-		gk("rbac.authorization.k8s.io", "ClusterRole"):                       rbacKind,
-		gk("rbac.authorization.k8s.io", "RoleBinding"):                       rbacKind,
-		gk("rbac.authorization.k8s.io", "ClusterRoleBinding"):                rbacKind,
-		gk("flowcontrol.apiserver.k8s.io", "FlowSchema"):                     same(flowcontrol.New),
-		gk("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"):     same(flowcontrol.New),
-		gk("certificates.k8s.io", "CertificateSigningRequest"):               same(certificates.New),
-		gk("apiextensions.k8s.io", "CustomResourceDefinition"):               same(apiextensions.New),
-		gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"):   same(admissionregistration.New),
-		gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): same(admissionregistration.New),
-		{Group: apiregistration.GroupVersion.Group, Kind: "APIService"}:      same(apiregistration.New),
-		gk("authentication.k8s.io", "SelfSubjectReview"):                     same(authentication.NewSelfSubjectReview),
+		gk("", "Service"):                                                      same(core.NewService),
+		gk("", "Node"):                                                         same(core.NewStatusOnCreate),
+		gk("", "PersistentVolume"):                                             same(core.NewStatusOnCreate),
+		gk("", "ReplicationController"):                                        same(core.NewReplicationController),
+		gk("apps", "Deployment"):                                               same(apps.NewScalable),
+		gk("apps", "ReplicaSet"):                                               same(apps.NewScalable),
+		gk("apps", "StatefulSet"):                                              same(apps.NewScalable),
+		gk("rbac.authorization.k8s.io", "Role"):                                rbacKind,
+		gk("rbac.authorization.k8s.io", "ClusterRole"):                         rbacKind,
+		gk("rbac.authorization.k8s.io", "RoleBinding"):                         rbacKind,
+		gk("rbac.authorization.k8s.io", "ClusterRoleBinding"):                  rbacKind,
+		gk("flowcontrol.apiserver.k8s.io", "FlowSchema"):                       same(flowcontrol.New),
+		gk("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"):       same(flowcontrol.New),
+		gk("certificates.k8s.io", "CertificateSigningRequest"):                 same(certificates.New),
+		gk("apiextensions.k8s.io", "CustomResourceDefinition"):                 same(apiextensions.New),
+		gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"):     same(admissionregistration.New),
+		gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"):   same(admissionregistration.New),
+		gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): same(admissionregistration.New),
+		gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): func(b *builtin.Strategy, d Deps) registry.Strategy {
+			log := d.Log
+			if log == nil {
+				log = slog.Default()
+			}
+			return admissionregistration.NewPolicy(b, d.Registry, log.Warn)
+		},
+		{Group: apiregistration.GroupVersion.Group, Kind: "APIService"}: same(apiregistration.New),
+		gk("authentication.k8s.io", "SelfSubjectReview"):                same(authentication.NewSelfSubjectReview),
 		gk("authentication.k8s.io", "TokenReview"): func(b *builtin.Strategy, d Deps) registry.Strategy {
 			return authentication.NewTokenReview(b, d.Tokens, d.Log)
 		},

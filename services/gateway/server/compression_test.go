@@ -162,4 +162,3 @@ func TestResponseCompressionOff(t *testing.T) {
 		t.Fatalf("list: %d, Content-Encoding %q, %d bytes", resp.StatusCode, resp.Header.Get("Content-Encoding"), len(body))
 	}
 }
-

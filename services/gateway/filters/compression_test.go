@@ -3,11 +3,14 @@ package filters
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestCompression: answers over 128 KiB are gzipped for clients that accept gzip, whether the
@@ -119,17 +122,23 @@ func writeChunks(chunks ...[]byte) http.HandlerFunc {
 }
 
 // list2000 is the JSON of a list of 2,000 ConfigMaps as the gateway answers it (the benchmarks'
-// objects: three data keys and a label, with server-set metadata).
+// objects: three data keys and a label, with server-set metadata: random uids, distinct
+// timestamps, which is what gzip cannot shrink).
 func list2000() []byte {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	uid := func() string {
+		return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", rnd.Uint32(), rnd.Uint32()&0xffff, rnd.Uint32()&0xffff, rnd.Uint32()&0xffff, rnd.Uint64()&0xffffffffffff)
+	}
 	var b bytes.Buffer
 	b.WriteString(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"2001"},"items":[`)
 	for i := 0; i < 2000; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"metadata":{"name":"obj-` + strconv.Itoa(i) + `","namespace":"default","uid":"6f1c2a34-9b8e-4c1d-8f7a-` + strconv.Itoa(100000000000+i*7919) +
-			`","resourceVersion":"` + strconv.Itoa(i+2) + `","creationTimestamp":"2026-12-01T10:00:00Z","labels":{"app":"bench"},` +
-			`"managedFields":[{"manager":"bench","operation":"Update","apiVersion":"v1","time":"2026-12-01T10:00:00Z","fieldsType":"FieldsV1",` +
+		ts := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * 347 * time.Millisecond).Format(time.RFC3339)
+		b.WriteString(`{"metadata":{"name":"obj-` + strconv.Itoa(i) + `","namespace":"default","uid":"` + uid() +
+			`","resourceVersion":"` + strconv.Itoa(i+2) + `","creationTimestamp":"` + ts + `","labels":{"app":"bench"},` +
+			`"managedFields":[{"manager":"bench","operation":"Update","apiVersion":"v1","time":"` + ts + `","fieldsType":"FieldsV1",` +
 			`"fieldsV1":{"f:data":{".":{},"f:key1":{},"f:key2":{},"f:key3":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}}]},` +
 			`"data":{"key1":"value-one","key2":"value-two","key3":"a somewhat longer value to make it realistic"}}`)
 	}

@@ -58,6 +58,9 @@ type config struct {
 	anonymousSet, bootstrapSet bool
 	// logHealthy reports whether the process log can be written (the "log" health check).
 	logHealthy func() error
+	// noControllers runs no controllers (the kube-apiserver stand-in: envtest runs no
+	// controller manager).
+	noControllers bool
 }
 
 func defaultConfig() config {
@@ -143,7 +146,9 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 		host = "127.0.0.1"
 	}
 	p := &platform{cfg: cfg, url: "https://" + net.JoinHostPort(host, strconv.Itoa(cfg.gateway.SecurePort))}
-	files, err := ensureCredentials(dir, cfg.gateway.BindAddress, p.url)
+	// The service account key of the data directory signs tokens unless the flags name keys.
+	ownSAKey := cfg.authn.ServiceAccountSigningKeyFile == "" && len(cfg.authn.ServiceAccountKeyFiles) == 0
+	files, err := ensureCredentials(dir, cfg.gateway.BindAddress, p.url, ownSAKey)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +248,10 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*platform, error)
 		p.url = "https://" + p.gateway.Addr().String()
 	}
 
+	if cfg.noControllers {
+		ok = true
+		return p, nil
+	}
 	// The controllers' permissions come from the default policy: start them once it is stored.
 	select {
 	case <-p.gateway.Bootstrapped():
@@ -341,7 +350,7 @@ func (f credentialFiles) controllersConfig(url string) *rest.Config {
 // ensureCredentials creates, once, the cluster CA and the serving certificate (for the bind
 // address, 127.0.0.1, ::1, localhost and the host name); later starts reuse them. The admin
 // kubeconfig gets a fresh client certificate on every start.
-func ensureCredentials(dir, bindAddress, url string) (credentialFiles, error) {
+func ensureCredentials(dir, bindAddress, url string, serviceAccountKey bool) (credentialFiles, error) {
 	pkiDir := filepath.Join(dir, "pki")
 	f := credentialFiles{
 		caCert:            filepath.Join(pkiDir, "ca.crt"),
@@ -359,9 +368,12 @@ func ensureCredentials(dir, bindAddress, url string) (credentialFiles, error) {
 		return f, fmt.Errorf("cluster CA: %w", err)
 	}
 	f.caPEM = ca.CertPEM
-	// The key that signs service account tokens: kept, so tokens survive restarts.
-	if err := pki.EnsureSigningKey(f.serviceAccountKey); err != nil {
-		return f, fmt.Errorf("service account key: %w", err)
+	// The key that signs service account tokens: kept, so tokens survive restarts (not made when
+	// the flags name keys: an RSA key takes a good part of a start).
+	if serviceAccountKey {
+		if err := pki.EnsureSigningKey(f.serviceAccountKey); err != nil {
+			return f, fmt.Errorf("service account key: %w", err)
+		}
 	}
 	if f.controllersCert, f.controllersKey, err = ca.IssueClient(naming.ControllerManagerUser, nil, certValidity); err != nil {
 		return f, err

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -25,8 +26,15 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "certs" { // `platform certs`: the split stack's service PKI
 		os.Exit(certs.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	mode, args := standIn(os.Args) // kube-apiserver or etcd for envtest (envtest.go)
+	if mode == etcdName {
+		os.Exit(etcdMain(args))
+	}
 	runtime.GOMAXPROCS(service.SyncProcs(os.Getenv("GOMAXPROCS"))) // its writes wait in fdatasync
 	service.TuneGC()
+	if mode == kubeAPIServerName {
+		os.Exit(kubeAPIServerMain(args))
+	}
 	cfg := defaultConfig()
 	fs := pflag.NewFlagSet("platform", pflag.ExitOnError)
 	cfg.registerFlags(fs)
@@ -37,11 +45,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.parsed(fs)
-	logOut := gateway.NewLogWriter(os.Stderr)
-	log := telemetry.NewLogger(logOut, cfg.logLevel())
-	cfg.logHealthy = logOut.Healthy
-	// client-go (the controllers' informers) logs through klog: route it to the same handler.
-	klog.SetSlogLogger(log.With("service", "controllers"))
+	log := cfg.logger()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	shutdownTracing, err := telemetry.Setup(ctx, naming.Product)
@@ -58,4 +62,14 @@ func main() {
 	fmt.Fprint(os.Stdout, p.banner())
 	<-ctx.Done()
 	p.stop(context.Background())
+}
+
+// logger is the process log on standard error (with the "log" health check's writer), which
+// client-go (the controllers' informers) logs to through klog as well.
+func (c *config) logger() *slog.Logger {
+	logOut := gateway.NewLogWriter(os.Stderr)
+	log := telemetry.NewLogger(logOut, c.logLevel())
+	c.logHealthy = logOut.Healthy
+	klog.SetSlogLogger(log.With("service", "controllers"))
+	return log
 }

@@ -11,8 +11,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,14 +26,20 @@ import (
 	"k8s.io/client-go/rest"
 
 	"platform.io/libs/naming"
+	"platform.io/libs/pki"
 	"platform.io/test/stack"
 )
 
 // shared is the split stack most tests use. Its gateway sends bookmarks every second.
 var shared *stack.Stack
 
-// sharedGatewayArgs are the shared stack's gateway flags.
+// sharedGatewayArgs are the shared stack's gateway flags (runMain adds the front proxy's client
+// certificate).
 var sharedGatewayArgs = []string{"--watch-bookmark-interval=1s"}
+
+// sharedProxyCA is the CA of the shared gateway's front-proxy client certificate (what extension
+// API servers verify the aggregation layer with).
+var sharedProxyCA *x509.CertPool
 
 // sharedControllersArgs are the stack's selection of controllers (which a --controllers given
 // replaces) without the root CA publisher: the shared stack's tests count the config maps of
@@ -49,7 +57,12 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s, err := stack.Start(stack.Options{Mode: stack.Split, Dir: dir, GatewayArgs: sharedGatewayArgs, ControllersArgs: sharedControllersArgs})
+	proxyArgs, err := frontProxy(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := stack.Start(stack.Options{Mode: stack.Split, Dir: dir, GatewayArgs: append(sharedGatewayArgs, proxyArgs...), ControllersArgs: sharedControllersArgs})
 	// At the end every stack of this process has stopped: drop the binaries stack.Build compiled.
 	defer stack.CleanupBuild()
 	if err != nil {
@@ -68,6 +81,26 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "the shared stack's logs are kept in %s\n", dir)
 	}
 	return code
+}
+
+// frontProxy creates the shared stack's front-proxy CA and the gateway's proxy client certificate
+// (upstream's front-proxy-ca and front-proxy-client) and returns the gateway's flags for them.
+func frontProxy(dir string) ([]string, error) {
+	ca, err := pki.NewCA("front-proxy-ca", 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := ca.IssueClient("front-proxy-client", nil, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	certFile, keyFile := filepath.Join(dir, "front-proxy-client.crt"), filepath.Join(dir, "front-proxy-client.key")
+	if err := pki.WritePair(certFile, keyFile, cert, key); err != nil {
+		return nil, err
+	}
+	sharedProxyCA = x509.NewCertPool()
+	sharedProxyCA.AppendCertsFromPEM(ca.CertPEM)
+	return []string{"--proxy-client-cert-file", certFile, "--proxy-client-key-file", keyFile}, nil
 }
 
 func readLog(dir, name string) string {

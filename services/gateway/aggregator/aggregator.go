@@ -75,6 +75,8 @@ type Aggregator struct {
 	// synced is closed once the stored APIServices have been read (routing knows them).
 	synced     chan struct{}
 	syncedOnce sync.Once
+	// disc is the remote APIServices' aggregated discovery.
+	disc *discoveryState
 }
 
 // snapshot is one immutable view of the stored APIServices.
@@ -99,7 +101,7 @@ func New(cfg Config) (*Aggregator, error) {
 	ag := &Aggregator{
 		cfg: cfg, store: store, log: cfg.Logger, proxies: map[string]*remote{}, stats: newMetrics(cfg.Metrics),
 		changed: make(chan struct{}, 1), changedAvailability: make(chan struct{}, 1), recheck: make(chan string, 16),
-		synced: make(chan struct{}),
+		synced: make(chan struct{}), disc: newDiscoveryState(),
 	}
 	if (cfg.ProxyClientCertFile == "") != (cfg.ProxyClientKeyFile == "") {
 		return nil, fmt.Errorf("--proxy-client-cert-file and --proxy-client-key-file go together")
@@ -113,6 +115,7 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	ag.state.Store(&snapshot{all: map[string]*apiregistration.APIService{}, remote: map[schema.GroupVersion]*remote{}})
 	cfg.API.SetDiscoveryExtension(ag.discoveryGroups)
+	cfg.API.SetAggregatedDiscoveryExtension(ag)
 	return ag, nil
 }
 
@@ -123,6 +126,8 @@ func (ag *Aggregator) Run(ctx context.Context) {
 		go ag.runLocal(ctx)
 		go ag.runAvailability(ctx)
 	}
+	// Every gateway keeps the aggregated discovery of the remote APIServices it routes to.
+	go ag.runDiscovery(ctx)
 	ag.store.Follow(ctx, ag.update)
 }
 
@@ -156,6 +161,7 @@ func (ag *Aggregator) update(all map[string]*apiregistration.APIService) {
 	ag.state.Store(next)
 	ag.mu.Unlock()
 	ag.syncedOnce.Do(func() { close(ag.synced) })
+	ag.disc.changed()
 	for _, c := range []chan struct{}{ag.changed, ag.changedAvailability} {
 		select {
 		case c <- struct{}{}:

@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+
 	"platform.io/libs/naming"
 	"platform.io/libs/pki"
 	"platform.io/services/gateway/gatewaytest"
@@ -193,6 +198,9 @@ type extServer struct {
 	mu    sync.Mutex
 	seen  []http.Header
 	group string
+	// aggregated serves aggregated discovery at /apis (with an ETag), as servers built on
+	// upstream's 1.26+ libraries do; without it /apis is 404 (an older server).
+	aggregated bool
 }
 
 func startExt(t *testing.T, group string, serving tls.Certificate, proxyCA *x509.CertPool) *extServer {
@@ -245,6 +253,17 @@ func (x *extServer) handle(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	gv := x.group + "/v1"
 	switch {
+	case r.URL.Path == "/apis" && x.aggregated && strings.Contains(r.Header.Get("Accept"), "as=APIGroupDiscoveryList"):
+		const etag = `"things-1"`
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+		fmt.Fprintf(w, `{"kind":"APIGroupDiscoveryList","apiVersion":"apidiscovery.k8s.io/v2","metadata":{},"items":[{"metadata":{"name":%q},"versions":[
+		  {"version":"v1","resources":[{"resource":"things","responseKind":{"group":"","version":"","kind":"Thing"},"scope":"Namespaced","singularResource":"thing","verbs":["get","list","watch"],
+		    "subresources":[{"subresource":"status","responseKind":{"group":"","version":"","kind":"Thing"},"verbs":["get"]}]}],"freshness":"Current"}]}]}`, x.group)
 	case r.URL.Path == "/apis/"+gv:
 		fmt.Fprintf(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":%q,"resources":[{"name":"things","singularName":"thing","namespaced":true,"kind":"Thing","verbs":["get","list","watch"]}]}`, gv)
 	case r.URL.Path == "/apis/"+gv+"/namespaces/default/things" && r.URL.Query().Get("watch") == "true":
@@ -513,4 +532,107 @@ func TestAggregatorRouting(t *testing.T) {
 	if obj := must(t, call(t, e.Admin, e, "GET", "/apis/"+group+"/v1/namespaces/default/things/first", nil), http.StatusOK); field(obj, "metadata.name") != "first" {
 		t.Fatalf("proxied object: %v", obj)
 	}
+}
+
+// remoteVersion fetches the aggregated /apis and returns a group version's entry (nil if absent).
+func remoteVersion(t *testing.T, e *gatewaytest.Env, gv schema.GroupVersion) *apidiscoveryv2.APIVersionDiscovery {
+	t.Helper()
+	r := call(t, e.Admin, e, "GET", "/apis", nil, "Accept", discovery.AcceptV2)
+	if r.code != http.StatusOK {
+		t.Fatalf("aggregated /apis: %d %s", r.code, r.body)
+	}
+	var list apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(r.body, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range list.Items {
+		for i, v := range g.Versions {
+			if g.Name == gv.Group && v.Version == gv.Version {
+				return &g.Versions[i]
+			}
+		}
+	}
+	return nil
+}
+
+// TestRemoteAggregatedDiscovery: the remote group versions join the aggregated /apis with the
+// resources their extension servers list (aggregated, or the unaggregated document of an older
+// server) and their freshness: Current while fetched, Stale (resources kept) while the server
+// cannot be reached, Current again once it can; a removed APIService leaves.
+func TestRemoteAggregatedDiscovery(t *testing.T) {
+	p := newProxyPKI(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{Configure: func(c *server.Config) {
+		c.ProxyClientCertFile, c.ProxyClientKeyFile = p.certFile, p.keyFile
+	}})
+	must(t, call(t, e.Admin, e, "POST", "/api/v1/namespaces", map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "ext-system"}}), http.StatusCreated)
+	register := func(x *extServer, svcName string) {
+		t.Helper()
+		must(t, call(t, e.Admin, e, "POST", "/api/v1/namespaces/ext-system/services", map[string]any{"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": svcName}, "spec": map[string]any{"clusterIP": "127.0.0.1", "ports": []any{map[string]any{"name": "https", "port": x.port()}}}}), http.StatusCreated)
+		must(t, call(t, e.Admin, e, "POST", "/api/v1/namespaces/ext-system/endpoints", map[string]any{"apiVersion": "v1", "kind": "Endpoints",
+			"metadata": map[string]any{"name": svcName}, "subsets": []any{map[string]any{"addresses": []any{map[string]any{"ip": "127.0.0.1"}}, "ports": []any{map[string]any{"name": "https", "port": x.port()}}}}}), http.StatusCreated)
+		must(t, call(t, e.Admin, e, "POST", apiservices, map[string]any{"apiVersion": naming.Group("apiregistration.k8s.io") + "/v1", "kind": "APIService", "metadata": map[string]any{"name": "v1." + x.group},
+			"spec": map[string]any{"group": x.group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15, "insecureSkipTLSVerify": true,
+				"service": map[string]any{"namespace": "ext-system", "name": svcName, "port": x.port()}}}), http.StatusCreated)
+	}
+	current := func(gv schema.GroupVersion, subresources int) {
+		t.Helper()
+		eventually(t, 30*time.Second, gv.String()+" Current", func() error {
+			v := remoteVersion(t, e, gv)
+			if v == nil || v.Freshness != apidiscoveryv2.DiscoveryFreshnessCurrent || len(v.Resources) != 1 || v.Resources[0].Resource != "things" ||
+				v.Resources[0].ResponseKind.Kind != "Thing" || len(v.Resources[0].Subresources) != subresources {
+				return fmt.Errorf("%+v", v)
+			}
+			return nil
+		})
+	}
+
+	modern := startExt(t, "modern.example.com", p.serving, p.proxyPool)
+	modern.aggregated = true
+	older := startExt(t, "older.example.com", p.serving, p.proxyPool)
+	register(modern, "modern")
+	register(older, "older")
+	modernGV, olderGV := schema.GroupVersion{Group: "modern.example.com", Version: "v1"}, schema.GroupVersion{Group: "older.example.com", Version: "v1"}
+	current(modernGV, 1)
+	current(olderGV, 0)
+
+	// client-go reads every group, remote ones included, from the two documents.
+	certPEM, keyPEM := e.ClientCert("admin", "system:masters")
+	dc := discovery.NewDiscoveryClientForConfigOrDie(&rest.Config{Host: e.URL, TLSClientConfig: rest.TLSClientConfig{CAData: e.CA.CertPEM, CertData: certPEM, KeyData: keyPEM}})
+	_, resources, err := dc.ServerGroupsAndResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, list := range resources {
+		if list.GroupVersion == modernGV.String() || list.GroupVersion == olderGV.String() {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Errorf("client-go found %d of the 2 remote group versions", found)
+	}
+
+	// Unreachable: Stale, the resources kept; reachable again: Current.
+	modern.stop()
+	eventually(t, 30*time.Second, "modern Stale", func() error {
+		if v := remoteVersion(t, e, modernGV); v == nil || v.Freshness != apidiscoveryv2.DiscoveryFreshnessStale || len(v.Resources) != 1 {
+			return fmt.Errorf("%+v", v)
+		}
+		return nil
+	})
+	if _, _, err := dc.ServerGroupsAndResources(); err == nil || !discovery.IsGroupDiscoveryFailedError(err) {
+		t.Errorf("client-go with a stale group version: %v", err)
+	}
+	modern.restart(t, p.serving, p.proxyPool)
+	current(modernGV, 1)
+
+	// A removed APIService leaves aggregated discovery.
+	must(t, call(t, e.Admin, e, "DELETE", apiservices+"/v1."+older.group, nil), http.StatusOK)
+	eventually(t, 10*time.Second, "older gone", func() error {
+		if v := remoteVersion(t, e, olderGV); v != nil {
+			return fmt.Errorf("still listed: %+v", v)
+		}
+		return nil
+	})
 }

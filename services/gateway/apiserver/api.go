@@ -63,6 +63,9 @@ type Config struct {
 	// Components are the services behind the gateway whose health core componentstatuses
 	// report (componentstatus.go).
 	Components []Component
+	// DiscoveryV2Beta1 also serves aggregated discovery in apidiscovery v2beta1 (upstream 1.33
+	// does with --feature-gates=AggregatedDiscoveryRemoveBetaType=false).
+	DiscoveryV2Beta1 bool
 }
 
 // API serves the resource API.
@@ -95,6 +98,10 @@ type API struct {
 	customWatches watchCancels
 	// remoteGroups lists the groups served by extension API servers (SetDiscoveryExtension).
 	remoteGroups atomic.Pointer[func() []metav1.APIGroup]
+	// remoteAggregated adds them to aggregated discovery (SetAggregatedDiscoveryExtension);
+	// aggregated holds the aggregated documents.
+	remoteAggregated atomic.Pointer[RemoteDiscovery]
+	aggregated       aggregatedDiscovery
 }
 
 // New builds the resource API.

@@ -18,6 +18,13 @@ import (
 // first and falls back to these).
 var discoveryOptions = negotiation.Options{YAML: true}
 
+// rootDiscoveryOptions are /api's and /apis's: the unaggregated documents, or aggregated
+// discovery (v2, and v2beta1 while AggregatedDiscoveryRemoveBetaType is off) in JSON, YAML or
+// Protobuf.
+func (a *API) rootDiscoveryOptions() negotiation.Options {
+	return negotiation.Options{YAML: true, Discovery: true, DiscoveryV2Beta1: a.cfg.DiscoveryV2Beta1}
+}
+
 func (a *API) writeDiscovery(w http.ResponseWriter, r *http.Request, obj runtime.Object) {
 	out, err := negotiation.Negotiate(r, discoveryOptions)
 	if err != nil {
@@ -32,8 +39,18 @@ func (a *API) writeDiscovery(w http.ResponseWriter, r *http.Request, obj runtime
 	writeBody(w, r, http.StatusOK, out.MediaType, body)
 }
 
-// serveAPIVersions answers /api: the core group's versions.
+// serveAPIVersions answers /api: the core group's versions, or the core group's aggregated
+// discovery.
 func (a *API) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
+	out, err := negotiation.Negotiate(r, a.rootDiscoveryOptions())
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if out.IsDiscovery() {
+		a.writeAggregated(w, r, a.discoveryDocs().api, out)
+		return
+	}
 	v := &metav1.APIVersions{
 		Versions:                   []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}},
@@ -54,8 +71,18 @@ func apiGroup(g *registry.Group) metav1.APIGroup {
 	return out
 }
 
-// serveGroupList answers /apis: every named group.
+// serveGroupList answers /apis: every named group, or every named group's aggregated
+// discovery.
 func (a *API) serveGroupList(w http.ResponseWriter, r *http.Request) {
+	out, err := negotiation.Negotiate(r, a.rootDiscoveryOptions())
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if out.IsDiscovery() {
+		a.writeAggregated(w, r, a.discoveryDocs().apis, out)
+		return
+	}
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
 	for _, g := range a.reg.Groups() {
 		if g.Name != "" {
@@ -100,9 +127,17 @@ func (a *API) serveResourceList(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, notFoundType(gv.WithResource("")))
 		return
 	}
-	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String(),
+		APIResources: resourceList(served)}
+	a.writeDiscovery(w, r, list)
+}
+
+// resourceList is the resources of one served group version with their subresources, as
+// /api/v1 and /apis/<group>/<version> list them.
+func resourceList(served *registry.GroupVersion) []metav1.APIResource {
+	var list []metav1.APIResource
 	for _, res := range served.Resources {
-		list.APIResources = append(list.APIResources, metav1.APIResource{
+		list = append(list, metav1.APIResource{
 			Name: res.Resource, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
 			Verbs: res.Verbs, ShortNames: res.ShortNames, Categories: res.Categories,
 		})
@@ -117,10 +152,10 @@ func (a *API) serveResourceList(w http.ResponseWriter, r *http.Request) {
 				entry.Verbs = metav1.Verbs{"create"}
 				entry.Group, entry.Version, entry.Kind = registry.TokenRequestGroupVersionKind.Group, registry.TokenRequestGroupVersionKind.Version, registry.TokenRequestGroupVersionKind.Kind
 			}
-			list.APIResources = append(list.APIResources, entry)
+			list = append(list, entry)
 		}
 	}
-	a.writeDiscovery(w, r, list)
+	return list
 }
 
 // serveVersion answers /version.

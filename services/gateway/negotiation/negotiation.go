@@ -62,6 +62,31 @@ type Output struct {
 	// v1beta1; the answer's apiVersion echoes it); zero when it asked for the objects themselves.
 	// Format is then how the converted objects are encoded: JSON, YAML or Protobuf.
 	Metadata schema.GroupVersionKind
+	// Discovery is the apidiscovery group version the client asked aggregated discovery
+	// (as=APIGroupDiscoveryList) in: upstream's group or the profile's, v2 (or v2beta1 where
+	// offered); the answer's apiVersion and Content-Type echo it. Zero for every other answer.
+	Discovery schema.GroupVersion
+}
+
+// KindAPIGroupDiscoveryList is the kind of aggregated discovery documents (/api and /apis).
+const KindAPIGroupDiscoveryList = "APIGroupDiscoveryList"
+
+// UpstreamDiscoveryGroup is upstream's group of the aggregated discovery types, the one kubectl
+// and client-go name in every profile; DiscoveryGroup is the profile's name of it
+// (apidiscovery.platform.io; the same in the kubernetes profile).
+const UpstreamDiscoveryGroup = "apidiscovery.k8s.io"
+
+// DiscoveryGroup is the naming profile's group of the aggregated discovery types.
+var DiscoveryGroup = naming.Group(UpstreamDiscoveryGroup)
+
+// IsDiscovery tells whether the answer is an aggregated discovery document.
+func (o Output) IsDiscovery() bool { return o.Discovery.Version != "" }
+
+// DiscoveryMediaType is the Content-Type of an aggregated discovery answer: the base media type
+// with the group, version and kind the client asked for, which client-go matches to recognise
+// the aggregated form.
+func DiscoveryMediaType(base string, gv schema.GroupVersion) string {
+	return base + ";g=" + gv.Group + ";v=" + gv.Version + ";as=" + KindAPIGroupDiscoveryList
 }
 
 // The kinds of the metadata-only conversions (Output.Metadata).
@@ -107,6 +132,9 @@ type Options struct {
 	// and watches of every resource), in JSON, YAML where offered, and Protobuf whatever the
 	// kind's own encodings (they are built-in types).
 	Metadata bool
+	// Discovery offers aggregated discovery (as=APIGroupDiscoveryList, /api and /apis) in v2,
+	// and in v2beta1 too with DiscoveryV2Beta1, in JSON, YAML where offered and Protobuf.
+	Discovery, DiscoveryV2Beta1 bool
 }
 
 // ForResource narrows the options to what res's objects support: a kind without a Protobuf
@@ -190,6 +218,23 @@ func Negotiate(r *http.Request, opts Options) (Output, error) {
 				return Output{Format: FormatProtobuf, MediaType: c.mediaType, Metadata: gvk}, nil
 			}
 			continue
+		case as == KindAPIGroupDiscoveryList:
+			gv := schema.GroupVersion{Group: c.params["g"], Version: c.params["v"]}
+			if !opts.Discovery || (gv.Group != UpstreamDiscoveryGroup && gv.Group != DiscoveryGroup) ||
+				(gv.Version != "v2" && (gv.Version != "v2beta1" || !opts.DiscoveryV2Beta1)) {
+				continue
+			}
+			switch c.mediaType {
+			case MediaJSON, "application/*", "*/*":
+				return Output{Format: FormatJSON, MediaType: DiscoveryMediaType(MediaJSON, gv), Pretty: pretty, Discovery: gv}, nil
+			case MediaYAML:
+				if opts.YAML {
+					return Output{Format: FormatYAML, MediaType: DiscoveryMediaType(MediaYAML, gv), Discovery: gv}, nil
+				}
+			case MediaProtobuf, MediaUpstreamProtobuf:
+				return Output{Format: FormatProtobuf, MediaType: DiscoveryMediaType(c.mediaType, gv), Discovery: gv}, nil
+			}
+			continue
 		case as != "":
 			// Other server-side conversions are not offered.
 			continue
@@ -225,6 +270,9 @@ func notAcceptableMessage(opts Options) string {
 	if opts.Metadata {
 		types = append(types, MediaJSON+";as="+KindPartialObjectMetadata+";g="+naming.MetaGroup+";v=v1",
 			MediaJSON+";as="+KindPartialObjectMetadataList+";g="+naming.MetaGroup+";v=v1")
+	}
+	if opts.Discovery {
+		types = append(types, DiscoveryMediaType(MediaJSON, schema.GroupVersion{Group: DiscoveryGroup, Version: "v2"}))
 	}
 	return "only the following media types are accepted: " + strings.Join(types, ", ")
 }

@@ -103,3 +103,40 @@ func TestNegotiateMetadata(t *testing.T) {
 		t.Errorf("only an unserved version: %v", err)
 	}
 }
+
+// TestNegotiateDiscovery: as=APIGroupDiscoveryList where offered (/api, /apis), in upstream's
+// apidiscovery group or the profile's, v2 (v2beta1 only where offered), JSON, YAML and both
+// Protobuf media types; the Content-Type echoes the group, version and kind; anything else falls
+// to the next clause.
+func TestNegotiateDiscovery(t *testing.T) {
+	root := Options{YAML: true, Discovery: true}
+	v2 := "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+	beta := "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+	for _, c := range []struct {
+		accept string
+		opts   Options
+		media  string
+		gv     string
+	}{
+		{v2 + "," + beta + ",application/json", root, v2, "apidiscovery.k8s.io/v2"},
+		{beta + ",application/json", root, MediaJSON, ""},
+		{beta + ",application/json", Options{YAML: true, Discovery: true, DiscoveryV2Beta1: true}, beta, "apidiscovery.k8s.io/v2beta1"},
+		{v2 + ",application/json", Options{YAML: true}, MediaJSON, ""},
+		{"application/json;g=" + DiscoveryGroup + ";v=v2;as=APIGroupDiscoveryList", root, "application/json;g=" + DiscoveryGroup + ";v=v2;as=APIGroupDiscoveryList", DiscoveryGroup + "/v2"},
+		{"application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", root, "application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", "apidiscovery.k8s.io/v2"},
+		{MediaUpstreamProtobuf + ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", root, MediaUpstreamProtobuf + ";g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", "apidiscovery.k8s.io/v2"},
+		{"application/json;g=apidiscovery.example.com;v=v2;as=APIGroupDiscoveryList,application/json", root, MediaJSON, ""},
+	} {
+		r := httptest.NewRequest("GET", "/apis", nil)
+		r.Header.Set("Accept", c.accept)
+		out, err := Negotiate(r, c.opts)
+		if err != nil || out.MediaType != c.media || (c.gv == "") == out.IsDiscovery() || (c.gv != "" && out.Discovery.String() != c.gv) {
+			t.Errorf("Accept %q: %+v %v, want %s %s", c.accept, out, err, c.media, c.gv)
+		}
+	}
+	r := httptest.NewRequest("GET", "/apis", nil)
+	r.Header.Set("Accept", beta)
+	if _, err := Negotiate(r, root); !apierrors.IsNotAcceptable(err) {
+		t.Errorf("v2beta1 alone where it is not offered: %v", err)
+	}
+}

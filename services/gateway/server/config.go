@@ -72,6 +72,8 @@ type Config struct {
 	// EnableAggregatorRouting sends proxied requests to an endpoint of the APIService's Service
 	// instead of its cluster IP.
 	EnableAggregatorRouting bool
+	// FeatureGates are --feature-gates (features.go).
+	FeatureGates FeatureGates
 }
 
 // RegisterFlags registers the configuration's flags with their defaults.
@@ -107,6 +109,10 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ProxyClientCertFile, "proxy-client-cert-file", "", "client certificate (PEM) the gateway presents to extension API servers of remote APIServices, with the user in the front-proxy headers")
 	fs.StringVar(&c.ProxyClientKeyFile, "proxy-client-key-file", "", "the private key of --proxy-client-cert-file")
 	fs.BoolVar(&c.EnableAggregatorRouting, "enable-aggregator-routing", false, "send requests for remote APIServices to an endpoint of their Service instead of its cluster IP")
+	c.FeatureGates = DefaultFeatureGates()
+	fs.Var(featureGatesFlag{&c.FeatureGates}, "feature-gates", "comma-separated Name=true|false pairs, as kube-apiserver's: "+
+		APIResponseCompression+" (default true: gzip answers over 128 KiB for clients that accept gzip), "+
+		AggregatedDiscoveryRemoveBetaType+" (default true: aggregated discovery in apidiscovery v2 only; false also serves v2beta1)")
 }
 
 // DefaultConfig returns the configuration the flags default to.

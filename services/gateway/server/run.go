@@ -158,6 +158,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		Context:           runCtx,
 		DisableWatchHub:   !cfg.WatchCache,
 		Metrics:           metrics,
+		DiscoveryV2Beta1:  !cfg.FeatureGates.AggregatedDiscoveryRemoveBetaType,
 		// core componentstatuses report the services behind the gateway, by their readyz names.
 		Components: []apiserver.Component{componentOf("storage", storageConn), componentOf("authentication", authnConn),
 			componentOf("authorization", authzConn), componentOf("admission", admissionConn)},
@@ -207,10 +208,11 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	}
 	s.auditor = auditor
 	// The handler chain, outermost first (docs/architecture.md, decision 24): panic recovery, the
-	// server span, the Audit-Id, request info, the audit record, metrics, in-flight limits,
-	// authentication, impersonation, authorization, the request timeout, then the routes. Every
-	// path goes through all of it: no route authenticates or authorizes by itself, and a 404 is
-	// only ever the answer to someone authorized to ask.
+	// server span, the Audit-Id, request info, response compression, the audit record, metrics,
+	// in-flight limits, authentication, impersonation, authorization, the request timeout, then
+	// the routes. Every path goes through all of it: no route authenticates or authorizes by
+	// itself, and a 404 is only ever the answer to someone authorized to ask. Compression wraps
+	// everything that writes answers (the audit record keeps the bodies as they were encoded).
 	handler := filters.WithTimeout(routed, cfg.RequestTimeout)
 	handler = filters.WithAuthorization(handler, authz, api.WriteError, log)
 	handler = filters.WithImpersonation(handler, authz, api.WriteError, log)
@@ -218,6 +220,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	handler = newInflightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight).wrap(handler)
 	handler = withTrace(reqs.wrap(handler), log)
 	handler = auditor.Handler(handler)
+	handler = filters.WithCompression(handler, cfg.FeatureGates.APIResponseCompression)
 	handler = filters.WithRequestInfo(handler, api.Resolver())
 	handler = withRequestID(handler, log)
 	// One server span per request, continuing a client's traceparent; named "{method} {route}".

@@ -28,7 +28,8 @@ func (denyServiceExternalIPs) Interests() []admission.Interest {
 }
 
 func (denyServiceExternalIPs) Validate(_ context.Context, a *admission.Attributes) error {
-	if !a.Is("", "services", "") {
+	// Creates and updates only, as upstream's handler (a delete has no object).
+	if !a.Is("", "services", "") || (a.Operation != admission.Create && a.Operation != admission.Update) {
 		return nil
 	}
 	svc, ok := a.Object.(*corev1.Service)

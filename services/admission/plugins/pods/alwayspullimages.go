@@ -71,7 +71,7 @@ func (p alwaysPullImages) Validate(_ context.Context, a *admission.Attributes) e
 
 // ignore skips everything but the pods resource itself, and updates that bring no new image.
 func (alwaysPullImages) ignore(a *admission.Attributes) bool {
-	if !isPod(a) {
+	if !isPodWrite(a) {
 		return true
 	}
 	if a.Operation != admission.Update {

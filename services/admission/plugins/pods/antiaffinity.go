@@ -23,7 +23,7 @@ func (antiAffinity) Interests() []admission.Interest {
 }
 
 func (antiAffinity) Validate(_ context.Context, a *admission.Attributes) error {
-	if !isPod(a) {
+	if !isPodWrite(a) {
 		return nil
 	}
 	pod, err := podOf(a)

@@ -57,6 +57,13 @@ func podInterest(ops ...admission.Operation) admission.Interest {
 // isPod tells whether a is a request for the pods resource itself (no subresource).
 func isPod(a *admission.Attributes) bool { return a.Is(coreGroup, podsRes, "") }
 
+// isPodWrite tells whether a creates or updates a pod (the main resource): what upstream's
+// plugins built with admission.NewHandler(Create, Update) handle. A delete has no object to
+// read (the stored pod is its old object), so such plugins must let it through.
+func isPodWrite(a *admission.Attributes) bool {
+	return isPod(a) && (a.Operation == admission.Create || a.Operation == admission.Update)
+}
+
 // podOf returns a's object as a pod; upstream rejects a pod request whose object is not one
 // with this 400.
 func podOf(a *admission.Attributes) (*corev1.Pod, error) {

@@ -34,7 +34,7 @@ func (securityContextDeny) Interests() []admission.Interest {
 }
 
 func (securityContextDeny) Validate(_ context.Context, a *admission.Attributes) error {
-	if !isPod(a) {
+	if !isPodWrite(a) {
 		return nil
 	}
 	pod, err := podOf(a)

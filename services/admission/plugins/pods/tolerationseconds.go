@@ -94,7 +94,7 @@ func (defaultTolerationSeconds) Interests() []admission.Interest {
 }
 
 func (p defaultTolerationSeconds) Admit(_ context.Context, a *admission.Attributes) error {
-	if !isPod(a) {
+	if !isPodWrite(a) {
 		return nil
 	}
 	pod, ok := a.Object.(*corev1.Pod)

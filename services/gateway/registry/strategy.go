@@ -176,3 +176,12 @@ type Reviewer interface {
 type Computer interface {
 	Compute(ctx context.Context, keep func(name string, labels map[string]string) bool) ([]runtime.Object, error)
 }
+
+// GracefulDeleter is implemented by the strategies of kinds deleted gracefully (pods: a node
+// stops the containers within the grace period, then deletes the object). CheckGracefulDelete
+// sets opts.GracePeriodSeconds to the period the delete of obj gets (the request's, else the
+// kind's default; 0 when nothing would finish a graceful deletion) and tells whether the kind
+// deletes obj gracefully at all, as upstream's RESTGracefulDeleteStrategy.
+type GracefulDeleter interface {
+	CheckGracefulDelete(obj runtime.Object, opts *metav1.DeleteOptions) bool
+}

@@ -1,6 +1,7 @@
 // Package core holds the rules of the core group's kinds that have rules of their own:
-// namespaces (their lifecycle), services (their names), nodes and persistent volumes (status on
-// create) and replication controllers (their scale).
+// namespaces (their lifecycle), pods (graceful deletion, upstream's update rules), services
+// (their names), nodes and persistent volumes (status on create) and replication controllers
+// (their scale).
 package core
 
 import (

@@ -483,13 +483,14 @@ func (s *Store) Create(ctx context.Context, res *registry.Resource, c *Create) (
 }
 
 // commitUpdate stores next in place of cur (compare-and-swap on cur's resourceVersion). An
-// unchanged object is not written; an object being deleted whose last finalizer is gone is
-// removed.
+// unchanged object is not written; an object being deleted with no grace period left whose last
+// finalizer is gone is removed (upstream's ShouldDeleteDuringUpdate: one still in its grace
+// period waits for the delete that ends it).
 func (s *Store) commitUpdate(ctx context.Context, res *registry.Resource, next, cur runtime.Object, dryRun bool) (runtime.Object, error) {
 	nextMeta, curMeta := registry.Meta(next), registry.Meta(cur)
 	curRV, _ := strconv.ParseInt(curMeta.GetResourceVersion(), 10, 64)
 	pre := &storagev1.Preconditions{ResourceVersion: curRV}
-	if nextMeta.GetDeletionTimestamp() != nil && !res.Strategy().Finalizing(next) {
+	if nextMeta.GetDeletionTimestamp() != nil && noGracePeriodLeft(nextMeta) && !res.Strategy().Finalizing(next) {
 		nextMeta.SetResourceVersion(curMeta.GetResourceVersion())
 		if dryRun {
 			return next, nil
@@ -559,28 +560,43 @@ func (s *Store) Delete(ctx context.Context, res *registry.Resource, namespace, n
 		}
 		next := cur.DeepCopyObject()
 		nm := registry.Meta(next)
-		// The garbage collector's finalizers first (as upstream): orphan or foregroundDeletion,
+		now := s.now().Truncate(time.Second)
+		// Graceful deletion first (as upstream's BeforeDelete): a kind deleted gracefully (pods)
+		// gets its deletionTimestamp and period; a delete while a longer or equal period runs
+		// changes nothing, finalizers included.
+		gopts := opts.DeepCopy()
+		graceful, pending := beforeDelete(res, next, gopts, now)
+		if pending {
+			return cur, false, nil
+		}
+		// The garbage collector's finalizers next (as upstream): orphan or foregroundDeletion,
 		// from the options, the object's finalizers and the kind's default, make the object wait
 		// for the collector to orphan or delete its dependents.
 		gcChanged := setGCFinalizers(res, nm, opts)
 		// The kind may hold the object itself (a namespace becomes Terminating, a definition
 		// waits for its objects' cleanup) or refuse.
-		held, err := res.Strategy().PrepareForDelete(next, metav1.NewTime(s.now().Truncate(time.Second)))
+		held, err := res.Strategy().PrepareForDelete(next, metav1.NewTime(now))
 		if err != nil {
 			return nil, false, err
 		}
 		switch {
 		case held:
+		case graceful && *gopts.GracePeriodSeconds > 0:
+			// Stored with its deletionTimestamp: whatever runs the object (a pod's node) deletes
+			// it once the period is over, with a period of 0.
 		case res.Strategy().Finalizing(next):
+			if graceful {
+				break // marked now, with a period of 0: the finalizers remove it
+			}
 			if m.GetDeletionTimestamp() != nil {
 				if !gcChanged {
 					return cur, false, nil
 				}
 				break
 			}
-			now := metav1.NewTime(s.now().Truncate(time.Second))
+			at := metav1.NewTime(now)
 			zero := int64(0)
-			nm.SetDeletionTimestamp(&now)
+			nm.SetDeletionTimestamp(&at)
 			nm.SetDeletionGracePeriodSeconds(&zero)
 		default:
 			if dry {

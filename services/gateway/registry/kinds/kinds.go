@@ -67,6 +67,7 @@ func byKind() map[schema.GroupKind]wrapper {
 		gk("", "ComponentStatus"): func(b *builtin.Strategy, d Deps) registry.Strategy {
 			return core.NewComponentStatus(b, d.Components)
 		},
+		gk("", "Pod"):                                                          same(core.NewPod),
 		gk("", "Service"):                                                      same(core.NewService),
 		gk("", "Node"):                                                         same(core.NewStatusOnCreate),
 		gk("", "PersistentVolume"):                                             same(core.NewStatusOnCreate),

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
@@ -414,8 +415,31 @@ func (c *Controller) purge(ctx context.Context, gvr schema.GroupVersionResource,
 			byFinalizer[f]++
 		}
 	}
+	// Pods deleted gracefully stay until their node ends them: upstream waits for the longest
+	// grace period of the pods that have not finished.
+	if gvr.Group == "" && gvr.Resource == "pods" {
+		if est := podsEstimate(list.Items); est > 0 {
+			return len(list.Items), byFinalizer, est, nil
+		}
+	}
 	if len(byFinalizer) > 0 {
 		return len(list.Items), byFinalizer, finalizerEstimate, nil
 	}
 	return len(list.Items), nil, 0, fmt.Errorf("unexpected items still remain in namespace: %s for gvr: %v", namespace, gvr)
+}
+
+// podsEstimate is upstream's estimate of the graceful termination of a namespace's pods: the
+// longest terminationGracePeriodSeconds among those not finished (Succeeded, Failed).
+func podsEstimate(items []unstructured.Unstructured) int64 {
+	var estimate int64
+	for _, item := range items {
+		phase, _, _ := unstructured.NestedString(item.Object, "status", "phase")
+		if phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed) {
+			continue
+		}
+		if grace, ok, _ := unstructured.NestedInt64(item.Object, "spec", "terminationGracePeriodSeconds"); ok {
+			estimate = max(estimate, grace)
+		}
+	}
+	return estimate
 }

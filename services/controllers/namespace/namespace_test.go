@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -292,4 +293,73 @@ func TestOtherFinalizersKeepNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, bound, "the namespace removed once finalized", namespaceGone(env, name))
+}
+
+// Upstream rule: a namespace's pods are deleted gracefully, so the namespace waits for those a
+// node still runs (for their longest grace period, without reporting a failure), while pods no
+// node runs go at once, also where a scoped ResourceQuota has admission look at every write
+// (their deletes were once refused there); the namespace goes once its node has ended the last
+// pod.
+func TestNamespaceWithPodsAndScopedQuota(t *testing.T) {
+	env := start(t)
+	ctx := context.Background()
+	ns := env.Namespace("pods")
+	core := env.Admin.Kubernetes.CoreV1()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "best-effort"}, Spec: corev1.ResourceQuotaSpec{
+		Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}, Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}}}
+	if _, err := core.ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grace := int64(3)
+	pod := func(name, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	}
+	// The quota's usage is measured by no controller here: admission refuses pods while it is
+	// unknown, so set it as the quota controller would.
+	testenv.Eventually(t, bound, "the quota's usage recorded", func() (bool, string) {
+		q, err := core.ResourceQuotas(ns).Get(ctx, "best-effort", metav1.GetOptions{})
+		if err != nil {
+			return false, testenv.Short(err)
+		}
+		q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
+		_, err = core.ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{})
+		return err == nil, testenv.Short(err)
+	})
+	for _, p := range []*corev1.Pod{pod("pending", ""), pod("running", "node-1")} {
+		testenv.Eventually(t, bound, "pod "+p.Name+" created", func() (bool, string) {
+			_, err := core.Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			return err == nil || apierrors.IsAlreadyExists(err), testenv.Short(err)
+		})
+	}
+	if err := core.Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, bound, "the running pod terminating, the pending one gone", func() (bool, string) {
+		l, err := core.Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, testenv.Short(err)
+		}
+		if len(l.Items) != 1 || l.Items[0].Name != "running" || l.Items[0].DeletionTimestamp == nil {
+			return false, fmt.Sprintf("%d pods", len(l.Items))
+		}
+		n, err := core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return false, testenv.Short(err)
+		}
+		c := condition(n, corev1.NamespaceContentRemaining)
+		if c == nil || c.Status != corev1.ConditionTrue {
+			return false, fmt.Sprintf("conditions %v", n.Status.Conditions)
+		}
+		if f := condition(n, corev1.NamespaceDeletionContentFailure); f == nil || f.Status != corev1.ConditionFalse {
+			return false, fmt.Sprintf("content failure %+v", f)
+		}
+		return true, ""
+	})
+	// The node ends the pod.
+	zero := int64(0)
+	if err := core.Pods(ns).Delete(ctx, "running", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, bound, "the namespace removed", namespaceGone(env, ns))
 }

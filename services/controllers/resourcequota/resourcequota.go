@@ -9,7 +9,8 @@
 // period (--resource-quota-sync-period, 5 minutes as upstream), which also repairs charges of
 // requests that a later step refused. Pods, services, claims, config maps, secrets and
 // replication controllers are read from informers; other object counts (count/<resource>.<group>)
-// are listed from the gateway when a quota is recounted.
+// are listed from the gateway when a quota is recounted, and their deletes are followed by a
+// monitor (an informer of the resource, started once a quota counts it) that recounts at once.
 //
 // As upstream's, a recount races with requests admitted while it runs: an object charged by
 // admission but not yet in the informer when the recount lists is left out of status.used until
@@ -93,6 +94,12 @@ type Controller struct {
 	mu          sync.Mutex
 	discovered  map[schema.GroupResource]schema.GroupVersionResource
 	discoveryAt time.Time
+
+	// monitors replenish the object counts of resources no informer covers (monitors.go);
+	// runCtx bounds them.
+	monitorsMu sync.Mutex
+	monitors   map[schema.GroupResource]*monitor
+	runCtx     context.Context
 }
 
 // New builds the controller over informers of f (quotas, pods, services, claims, config maps,
@@ -112,13 +119,15 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, disc discovery.Disc
 		client: client, dynamic: dyn, disc: disc, opts: opts, log: opts.Log,
 		quotas: core.ResourceQuotas().Lister(), pods: core.Pods().Lister(), services: core.Services().Lister(),
 		claims: core.PersistentVolumeClaims().Lister(), cms: core.ConfigMaps().Lister(), secrets: core.Secrets().Lister(),
-		rcs: core.ReplicationControllers().Lister(),
+		rcs: core.ReplicationControllers().Lister(), monitors: map[schema.GroupResource]*monitor{},
 	}
 	c.queue = runner.New(runner.Options{Controller: Name, Name: "resourcequota_primary", Sync: c.sync, Metrics: opts.Metrics, Log: opts.Log})
 
 	quotaInformer := core.ResourceQuotas().Informer()
 	if _, err := quotaInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
+		// A deleted quota is itself a counted object (count/resourcequotas).
+		DeleteFunc: func(obj any) { c.replenish(schema.GroupResource{Resource: "resourcequotas"}, obj) },
 		// Status changes are this controller's and admission's own; only a changed spec, or a
 		// status that no longer reflects it, needs a recount.
 		UpdateFunc: func(oldObj, newObj any) {
@@ -154,6 +163,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, disc discovery.Disc
 // Run waits for the informers, then works until ctx ends, recounting every quota each sync
 // period.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	c.monitorsMu.Lock()
+	c.runCtx = ctx
+	c.monitorsMu.Unlock()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		c.queue.ShutDown()
 		return
@@ -166,6 +178,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				c.pruneMonitors()
 				c.enqueueAll()
 			}
 		}
@@ -246,6 +259,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	// Deletes of what the quota counts replenish it from now on.
+	c.ensureMonitors(q)
 	for attempt := 0; ; attempt++ {
 		next, dirty, measureErr := c.status(ctx, q)
 		if !dirty {

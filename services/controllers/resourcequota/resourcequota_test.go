@@ -37,7 +37,8 @@ type env struct {
 	ctl, admin *apiclient.Clients
 	ctx        context.Context
 	// informers are the controller's: create waits until they hold what it created.
-	informers informers.SharedInformerFactory
+	informers  informers.SharedInformerFactory
+	controller *resourcequota.Controller
 }
 
 var seq atomic.Int64
@@ -65,6 +66,7 @@ func start(t *testing.T, syncPeriod time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.controller = c
 	f.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -119,6 +121,8 @@ func (e *env) create(t *testing.T, ns string, objs ...any) {
 			_, err = core.ResourceQuotas(ns).Create(e.ctx, o, metav1.CreateOptions{})
 		case *appsv1.Deployment:
 			_, err = e.admin.Kubernetes.AppsV1().Deployments(ns).Create(e.ctx, o, metav1.CreateOptions{})
+		case *appsv1.ReplicaSet:
+			_, err = e.admin.Kubernetes.AppsV1().ReplicaSets(ns).Create(e.ctx, o, metav1.CreateOptions{})
 		default:
 			t.Fatalf("cannot create %T", o)
 		}
@@ -293,4 +297,37 @@ func TestSyncPeriodRepairsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitStatus(t, ns, "q", hard, rl("pods", "1"))
+}
+
+func replicaSet(name string) *appsv1.ReplicaSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.ReplicaSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod("x", nil).Spec}}}
+}
+
+// Upstream rule (replenishment of object counts): deleting an object a quota counts by
+// count/<resource>.<group>, of a resource no informer of the controller watches from the start
+// (replica sets, deployments, quotas themselves), gives its count back without waiting for the
+// sync period: the resource is monitored once a quota counts it, and no longer once none does.
+func TestDeleteReleasesObjectCounts(t *testing.T) {
+	e := start(t, time.Hour)
+	ns := e.namespace(t)
+	e.create(t, ns, replicaSet("a"), replicaSet("b"), quota("other", rl("pods", "1")))
+	hard := rl("count/replicasets.apps", "5", "count/resourcequotas", "3")
+	e.create(t, ns, quota("q", hard))
+	e.waitStatus(t, ns, "q", hard, rl("count/replicasets.apps", "2", "count/resourcequotas", "2"))
+	testenv.Eventually(t, bound, "replica sets monitored", func() (bool, string) {
+		m := e.controller.Monitored()
+		return len(m) == 1 && m[0].Resource == "replicasets", fmt.Sprint(m)
+	})
+	apps := e.admin.Kubernetes.AppsV1()
+	if err := apps.ReplicaSets(ns).Delete(e.ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(t, ns, "q", hard, rl("count/replicasets.apps", "1", "count/resourcequotas", "2"))
+	if err := e.admin.Kubernetes.CoreV1().ResourceQuotas(ns).Delete(e.ctx, "other", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(t, ns, "q", hard, rl("count/replicasets.apps", "1", "count/resourcequotas", "1"))
 }

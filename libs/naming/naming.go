@@ -351,6 +351,29 @@ var (
 	AggregatorUser string
 )
 
+// APIServerServiceName is the Service in the default namespace through which in-cluster clients
+// reach the API (its cluster IP, port 443): "kubernetes" in every profile, because client-go's
+// in-cluster configuration reads KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, which node
+// agents derive from this name.
+const APIServerServiceName = "kubernetes"
+
+// Identifiers of the API server's own Service, its Endpoints and EndpointSlice (upstream spells
+// them with kubernetes.io, kubernetes or kube).
+var (
+	// APIServerServiceProvider is the value of that Service's "provider" label (upstream
+	// kubernetes; its other label is component=apiserver).
+	APIServerServiceProvider string
+	// APIServerFieldManager is the field manager of the gateway's writes of that Service and its
+	// endpoints (upstream kube-apiserver).
+	APIServerFieldManager string
+	// LabelServiceName names the Service an EndpointSlice belongs to (upstream
+	// kubernetes.io/service-name).
+	LabelServiceName string
+	// LabelSkipMirror on an Endpoints object keeps the EndpointSlice mirroring controller away from
+	// it (upstream endpointslice.kubernetes.io/skip-mirror).
+	LabelSkipMirror string
+)
+
 // apply sets every identifier from the chosen profile.
 func apply() {
 	GroupSuffix, Domain = profile.groupSuffix, profile.domain
@@ -415,4 +438,8 @@ func apply() {
 	DescriptionAnnotation = Domain + "/description"
 	AggregatorAutomanagedLabel = profile.short + "-aggregator." + Domain + "/automanaged"
 	AggregatorUser = "system:" + profile.short + "-aggregator"
+	APIServerServiceProvider = profile.name
+	APIServerFieldManager = profile.short + "-apiserver"
+	LabelServiceName = Domain + "/service-name"
+	LabelSkipMirror = "endpointslice." + Domain + "/skip-mirror"
 }

@@ -71,6 +71,10 @@ func TestKubernetesProfile(t *testing.T) {
 		UserExtraKey("pod-name"):        "authentication.kubernetes.io/pod-name",
 		AggregatorAutomanagedLabel:      "kube-aggregator.kubernetes.io/automanaged",
 		AggregatorUser:                  "system:kube-aggregator",
+		APIServerServiceProvider:        "kubernetes",
+		APIServerFieldManager:           "kube-apiserver",
+		LabelServiceName:                "kubernetes.io/service-name",
+		LabelSkipMirror:                 "endpointslice.kubernetes.io/skip-mirror",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -93,6 +97,9 @@ func TestPlatformProfile(t *testing.T) {
 		UserExtraKey("pod-name"):   "authentication.platform.io/pod-name",
 		AggregatorAutomanagedLabel: "platform-aggregator.platform.io/automanaged",
 		AggregatorUser:             "system:platform-aggregator",
+		APIServerServiceProvider:   "platform",
+		APIServerFieldManager:      "platform-apiserver",
+		LabelServiceName:           "platform.io/service-name",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"platform.io/libs/naming"
 	"platform.io/libs/service"
+	"platform.io/services/gateway/apiserver"
 	"platform.io/services/gateway/audit"
 
 	"platform.io/services/gateway/registry"
@@ -74,7 +77,21 @@ type Config struct {
 	EnableAggregatorRouting bool
 	// FeatureGates are --feature-gates (features.go).
 	FeatureGates FeatureGates
+	// ServiceClusterIPRange is upstream's --service-cluster-ip-range: one CIDR, or two of
+	// different families; the kubernetes Service gets the first address of the first (default
+	// 10.0.0.0/24, as upstream's).
+	ServiceClusterIPRange string
+	// AdvertiseAddress is the address this gateway is listed at in the kubernetes Service's
+	// endpoints (default: --bind-address, or the host's default interface when that is
+	// unspecified or loopback).
+	AdvertiseAddress string
+	// EndpointReconcilerType is lease (every gateway keeps a lease and the endpoints list the
+	// gateways whose leases are current) or none (the endpoints are left to someone else).
+	EndpointReconcilerType string
 }
+
+// DefaultServiceClusterIPRange is upstream's default service range.
+const DefaultServiceClusterIPRange = "10.0.0.0/24"
 
 // RegisterFlags registers the configuration's flags with their defaults.
 func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
@@ -113,6 +130,76 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Var(featureGatesFlag{&c.FeatureGates}, "feature-gates", "comma-separated Name=true|false pairs, as kube-apiserver's: "+
 		APIResponseCompression+" (default true: gzip answers over 128 KiB for clients that accept gzip), "+
 		AggregatedDiscoveryRemoveBetaType+" (default true: aggregated discovery in apidiscovery v2 only; false also serves v2beta1)")
+	fs.StringVar(&c.ServiceClusterIPRange, "service-cluster-ip-range", "", "CIDR range of Services' cluster IPs (or two, comma-separated, of different families); the "+naming.APIServerServiceName+" Service in the default namespace gets its first address (default "+DefaultServiceClusterIPRange+")")
+	fs.StringVar(&c.AdvertiseAddress, "advertise-address", "", "the IP address this gateway is listed at in the endpoints of the "+naming.APIServerServiceName+" Service; it must be reachable by the rest of the cluster (default: --bind-address, or the host's default interface when that is unspecified or loopback)")
+	fs.StringVar(&c.EndpointReconcilerType, "endpoint-reconciler-type", "lease", "how the endpoints of the "+naming.APIServerServiceName+" Service are kept: lease (each gateway renews a lease and the endpoints list every gateway whose lease is current) or none")
+}
+
+// KubernetesServiceIP is the kubernetes Service's cluster IP: the first address of the first
+// --service-cluster-ip-range.
+func (c *Config) KubernetesServiceIP() (net.IP, error) {
+	ranges := c.ServiceClusterIPRange
+	if ranges == "" {
+		ranges = DefaultServiceClusterIPRange
+	}
+	var cidrs []*net.IPNet
+	for _, r := range strings.Split(ranges, ",") {
+		_, cidr, err := net.ParseCIDR(strings.TrimSpace(r))
+		if err != nil {
+			return nil, fmt.Errorf("--service-cluster-ip-range: %q is not a CIDR", r)
+		}
+		cidrs = append(cidrs, cidr)
+	}
+	switch {
+	case len(cidrs) > 2:
+		return nil, errors.New("--service-cluster-ip-range: at most two ranges, one per IP family")
+	case len(cidrs) == 2 && (cidrs[0].IP.To4() == nil) == (cidrs[1].IP.To4() == nil):
+		return nil, errors.New("--service-cluster-ip-range: two ranges must be of different IP families (dual-stack)")
+	}
+	ones, bits := cidrs[0].Mask.Size()
+	if bits-ones < 2 {
+		return nil, fmt.Errorf("--service-cluster-ip-range: %s is too small to hold a service address", cidrs[0])
+	}
+	// The first address after the network's own (upstream's GetIndexedIP(range, 1)).
+	ip := make(net.IP, len(cidrs[0].IP))
+	copy(ip, cidrs[0].IP)
+	for i := len(ip) - 1; i >= 0; i-- {
+		ip[i]++
+		if ip[i] != 0 {
+			break
+		}
+	}
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	return ip, nil
+}
+
+// AdvertiseIP is the address this gateway advertises in the kubernetes Service's endpoints:
+// --advertise-address, else --bind-address unless it is unspecified or loopback (which the
+// rest of a cluster cannot reach), else the host's default interface, as upstream chooses it
+// (utilnet.ResolveBindAddress). A loopback bind address on a host without a default route is
+// advertised as it is (upstream refuses to start), so a machine without a network still runs.
+func (c *Config) AdvertiseIP() (net.IP, error) {
+	if c.AdvertiseAddress != "" {
+		ip := net.ParseIP(c.AdvertiseAddress)
+		if ip == nil || ip.IsUnspecified() {
+			return nil, fmt.Errorf("--advertise-address %q is not a usable IP address", c.AdvertiseAddress)
+		}
+		return ip, nil
+	}
+	bind := net.ParseIP(c.BindAddress)
+	if bind == nil {
+		return nil, fmt.Errorf("--bind-address %q is not an IP address", c.BindAddress)
+	}
+	ip, err := utilnet.ResolveBindAddress(bind)
+	switch {
+	case err != nil && bind.IsLoopback():
+		return bind, nil
+	case err != nil:
+		return nil, fmt.Errorf("choosing the address to advertise (set --advertise-address): %w", err)
+	}
+	return ip, nil
 }
 
 // DefaultConfig returns the configuration the flags default to.
@@ -164,6 +251,20 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--proxy-client-cert-file and --proxy-client-key-file go together"))
 	}
 	errs = append(errs, c.validateAudit()...)
+	if _, err := c.KubernetesServiceIP(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.EndpointReconcilerType {
+	case apiserver.EndpointReconcilerLease:
+		if _, err := c.AdvertiseIP(); err != nil {
+			errs = append(errs, err)
+		}
+	case apiserver.EndpointReconcilerNone:
+	case "master-count":
+		errs = append(errs, errors.New("--endpoint-reconciler-type master-count is not supported (upstream deprecated it): use lease"))
+	default:
+		errs = append(errs, fmt.Errorf("--endpoint-reconciler-type %q: lease or none", c.EndpointReconcilerType))
+	}
 	return errors.Join(errs...)
 }
 

@@ -77,6 +77,8 @@ type Server struct {
 	auditor  *audit.Auditor
 	// bootstrapped is closed once the initial namespaces and the default RBAC policy are stored.
 	bootstrapped chan struct{}
+	// kubeService keeps the kubernetes Service and this gateway's place in its endpoints.
+	kubeService *apiserver.KubernetesService
 }
 
 // Start validates the configuration, connects to storage, and serves HTTPS in the background.
@@ -232,6 +234,15 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		return nil, fmt.Errorf("--bind-address/--secure-port: %w", err)
 	}
 	started = true
+	// The kubernetes Service: its cluster IP and this gateway's advertised address and port (the
+	// listener's, which a port of 0 chose).
+	serviceIP, _ := cfg.KubernetesServiceIP()
+	var advertise net.IP
+	if cfg.EndpointReconcilerType == apiserver.EndpointReconcilerLease {
+		advertise, _ = cfg.AdvertiseIP()
+	}
+	s.kubeService = api.KubernetesService(apiserver.KubernetesServiceConfig{ServiceIP: serviceIP, AdvertiseIP: advertise,
+		SecurePort: int32(s.lis.Addr().(*net.TCPAddr).Port), Reconciler: cfg.EndpointReconcilerType})
 	s.http = &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsConfig,
@@ -280,6 +291,9 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 		}
 		if runCtx.Err() == nil {
 			close(s.bootstrapped)
+			// The kubernetes Service lives in the default namespace, which exists from now on
+			// (upstream's bootstrap-controller).
+			go s.kubeService.Run(runCtx)
 		}
 	}()
 	// Custom resources are served once the stored definitions are read (readyz waits for it).
@@ -327,6 +341,13 @@ func (s *Server) Done() <-chan error { return s.served }
 func (s *Server) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
 		s.health.ShutdownInitiated()
+		// This gateway leaves the kubernetes Service's endpoints first, so in-cluster clients
+		// stop being sent to it during the shutdown delay (upstream's pre-shutdown hook).
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.kubeService.Stop(lctx); err != nil {
+			s.log.Warn("leaving the kubernetes service's endpoints", "error", err)
+		}
+		cancel()
 		if d := s.cfg.ShutdownDelayDuration; d > 0 {
 			s.log.Info("shutdown delayed", "delay", d.String())
 			select {

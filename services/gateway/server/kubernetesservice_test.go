@@ -225,7 +225,6 @@ func storageClient(t *testing.T, e *gatewaytest.Env) *storageclient.Client {
 	return storageclient.NewClient(conn)
 }
 
-
 // The flags of the kubernetes Service, as kube-apiserver's: the Service's address is the first of
 // the (first) service range, 10.0.0.0/24 by default; a second range must be of the other family;
 // the advertised address is --advertise-address, else the bind address, else (bind address

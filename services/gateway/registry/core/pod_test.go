@@ -52,13 +52,18 @@ func TestPodUpdateRules(t *testing.T) {
 	}{
 		{name: "nothing", edit: func(*corev1.Pod) {}},
 		{name: "labels and annotations", edit: func(p *corev1.Pod) { p.Labels = map[string]string{"a": "b"} }},
-		{name: "images", edit: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "nginx:2"; p.Spec.InitContainers[0].Image = "busybox:2" }},
+		{name: "images", edit: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Image = "nginx:2"
+			p.Spec.InitContainers[0].Image = "busybox:2"
+		}},
 		{name: "an empty image", edit: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "" }, want: "spec.containers[0].image: Required value"},
 		{name: "an image with spaces", edit: func(p *corev1.Pod) { p.Spec.Containers[0].Image = " nginx" }, want: "must not have leading or trailing whitespace"},
 		{name: "resources", edit: func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 		}, want: "spec: Forbidden: " + forbidden},
-		{name: "a container added", edit: func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "d", Image: "x"}) },
+		{name: "a container added", edit: func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "d", Image: "x"})
+		},
 			want: "spec.containers: Forbidden: pod updates may not add or remove containers"},
 		{name: "the node", edit: func(p *corev1.Pod) { p.Spec.NodeName = "elsewhere" }, want: forbidden},
 		{name: "the service account", edit: func(p *corev1.Pod) { p.Spec.ServiceAccountName = "other" }, want: forbidden},

@@ -167,8 +167,14 @@ func (s *Strategy) CheckRequired(obj runtime.Object) error {
 	return CheckRequiredFields(s.Res, obj)
 }
 
-// Validate: the default kind has no rules of its own beyond its metadata's.
-func (s *Strategy) Validate(obj, old runtime.Object) field.ErrorList { return nil }
+// Validate: on updates, upstream's immutable fields of the kinds that have no strategy of their
+// own (immutable.go); nothing else beyond the metadata's rules.
+func (s *Strategy) Validate(obj, old runtime.Object) field.ErrorList {
+	if old == nil {
+		return nil
+	}
+	return validateImmutable(obj, old)
+}
 
 // ValidateName: names are DNS subdomains unless the kind says otherwise, as upstream's.
 func (s *Strategy) ValidateName(name string) []string {

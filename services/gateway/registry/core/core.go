@@ -132,6 +132,30 @@ func NewService(b *builtin.Strategy) registry.Strategy { return &Service{Strateg
 // ValidateName: a service's name is a DNS-1035 label.
 func (s *Service) ValidateName(name string) []string { return validation.IsDNS1035Label(name) }
 
+// PrepareForUpdate keeps the cluster IPs a write leaves out (a PUT of a manifest without them),
+// as upstream's registry keeps allocated values, unless the Service is or becomes an
+// ExternalName one (which has none); changing them is refused by validation.
+func (s *Service) PrepareForUpdate(subresource string, obj, cur runtime.Object) (runtime.Object, error) {
+	svc, ok1 := obj.(*corev1.Service)
+	old, ok2 := cur.(*corev1.Service)
+	if subresource == "" && ok1 && ok2 && svc.Spec.Type != corev1.ServiceTypeExternalName && old.Spec.Type != corev1.ServiceTypeExternalName {
+		if svc.Spec.ClusterIP == "" {
+			svc.Spec.ClusterIP = old.Spec.ClusterIP
+		}
+		if len(svc.Spec.ClusterIPs) == 0 && len(old.Spec.ClusterIPs) > 0 {
+			svc.Spec.ClusterIPs = append([]string(nil), old.Spec.ClusterIPs...)
+		}
+		if len(svc.Spec.IPFamilies) == 0 && len(old.Spec.IPFamilies) > 0 {
+			svc.Spec.IPFamilies = append([]corev1.IPFamily(nil), old.Spec.IPFamilies...)
+		}
+		if svc.Spec.IPFamilyPolicy == nil && old.Spec.IPFamilyPolicy != nil {
+			p := *old.Spec.IPFamilyPolicy
+			svc.Spec.IPFamilyPolicy = &p
+		}
+	}
+	return s.Strategy.PrepareForUpdate(subresource, obj, cur)
+}
+
 // NewStatusOnCreate returns the strategy of a kind whose creator reports status in the same
 // request (a node registers with its capacity, a persistent volume its phase), as upstream allows.
 func NewStatusOnCreate(b *builtin.Strategy) registry.Strategy {

@@ -484,6 +484,50 @@ func (s *Stack) StartGatewayReplicaOn(storageAddr string) (string, error) {
 	return url, s.waitReadyAt(url, 30*time.Second)
 }
 
+// StartGatewayReplicaAt starts another gateway process of a split stack as service
+// "gateway-<n>", serving at ip (another loopback address, such as 127.0.0.2) on the stack's
+// gateway port and advertising ip in the kubernetes Service's endpoints, as API servers of one
+// cluster share a port on addresses of their own. Its serving certificate names ip. It returns
+// the gateway's URL once it is ready.
+func (s *Stack) StartGatewayReplicaAt(ip string) (string, error) {
+	if s.opts.Mode != Split {
+		return "", errors.New("gateway replicas need the split stack")
+	}
+	cert, key, err := s.CA.IssueServing("gateway", []string{ip, "127.0.0.1", "localhost"}, 24*time.Hour)
+	if err != nil {
+		return "", err
+	}
+	certFile, keyFile := filepath.Join(s.Dir, "pki", "gateway-"+ip+".crt"), filepath.Join(s.Dir, "pki", "gateway-"+ip+".key")
+	if err := pki.WritePair(certFile, keyFile, cert, key); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	name := fmt.Sprintf("gateway-%d", len(s.args))
+	args := withFlag(withFlag(s.args["gateway"], "--tls-cert-file", certFile), "--tls-private-key-file", keyFile)
+	s.args[name] = append(args, "--bind-address", ip, "--advertise-address", ip)
+	err = s.runLocked(name, "gateway")
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	url := "https://" + net.JoinHostPort(ip, strconv.Itoa(s.gwPort))
+	return url, s.waitReadyAt(url, 30*time.Second)
+}
+
+// GatewayReplicas lists the names of the running gateway replicas ("gateway-<n>").
+func (s *Stack) GatewayReplicas() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for name := range s.procs {
+		if strings.HasPrefix(name, "gateway-") {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // StartStorageReplica starts another storage process of a split stack on the same Redis (the
 // same flags, its own listen address and metrics address) as service "storage-<n>", and returns
 // its name and gRPC address once it accepts connections. Point a gateway at it with

@@ -21,7 +21,9 @@ import (
 // Each case changes one field of a stored object: allowed changes pass, the others are refused
 // with upstream's message at the field's path; creates are not ruled here.
 func TestImmutableFields(t *testing.T) {
-	sel := func(v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{"app": v}} }
+	sel := func(v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": v}}
+	}
 	i32 := func(n int32) *int32 { return &n }
 	yes, no := true, false
 	retain, del := corev1.PersistentVolumeReclaimRetain, corev1.PersistentVolumeReclaimDelete
@@ -37,7 +39,11 @@ func TestImmutableFields(t *testing.T) {
 		return j
 	}
 	suspended := func(j *batchv1.Job) { j.Spec.Suspend = &yes }
-	started := func(j *batchv1.Job) { now := metav1.NewTime(time.Now()); j.Spec.Suspend = &yes; j.Status.StartTime = &now }
+	started := func(j *batchv1.Job) {
+		now := metav1.NewTime(time.Now())
+		j.Spec.Suspend = &yes
+		j.Status.StartTime = &now
+	}
 	for _, tc := range []struct {
 		name     string
 		old, obj runtime.Object
@@ -61,7 +67,11 @@ func TestImmutableFields(t *testing.T) {
 		{"job parallelism", job(nil), job(func(j *batchv1.Job) { j.Spec.Parallelism = i32(2) }), ""},
 		{"job completions", job(nil), job(func(j *batchv1.Job) { j.Spec.Completions = i32(4) }), "spec.completions: Invalid value"},
 		{"elastic indexed job", job(func(j *batchv1.Job) { j.Spec.CompletionMode = &indexed; j.Spec.Parallelism = i32(3) }),
-			job(func(j *batchv1.Job) { j.Spec.CompletionMode = &indexed; j.Spec.Completions = i32(5); j.Spec.Parallelism = i32(5) }), ""},
+			job(func(j *batchv1.Job) {
+				j.Spec.CompletionMode = &indexed
+				j.Spec.Completions = i32(5)
+				j.Spec.Parallelism = i32(5)
+			}), ""},
 		{"indexed job completions alone", job(func(j *batchv1.Job) { j.Spec.CompletionMode = &indexed }),
 			job(func(j *batchv1.Job) { j.Spec.CompletionMode = &indexed; j.Spec.Completions = i32(5) }), "can only be modified in tandem with spec.parallelism"},
 		{"job selector", job(nil), job(func(j *batchv1.Job) { j.Spec.Selector = sel("b") }), "spec.selector"},

@@ -52,14 +52,16 @@ func standIn(args []string) (string, []string) {
 }
 
 // ignoredAPIServerFlags are kube-apiserver flags that envtest or test suites pass and that mean
-// nothing here: etcd and storage (the storage is embedded), Services, nodes and kubelets, flow
+// nothing here: etcd and storage (the storage is embedded), node ports, nodes and kubelets, flow
 // control, the legacy insecure port. Accepted and ignored (with a log line).
+// --service-cluster-ip-range, --advertise-address and --endpoint-reconciler-type are the
+// gateway's own (the kubernetes Service).
 var ignoredAPIServerFlags = []string{
 	"etcd-servers", "etcd-servers-overrides", "etcd-prefix", "etcd-cafile", "etcd-certfile", "etcd-keyfile",
 	"etcd-compaction-interval", "etcd-count-metric-poll-period", "etcd-db-metric-poll-interval", "etcd-healthcheck-timeout",
 	"etcd-readycheck-timeout", "storage-backend", "storage-media-type", "watch-cache-sizes", "default-watch-cache-size",
-	"delete-collection-workers", "enable-garbage-collector", "service-cluster-ip-range", "service-node-port-range",
-	"allow-privileged", "advertise-address", "apiserver-count", "endpoint-reconciler-type", "kubelet-client-certificate",
+	"delete-collection-workers", "enable-garbage-collector", "service-node-port-range",
+	"allow-privileged", "apiserver-count", "kubelet-client-certificate",
 	"kubelet-client-key", "kubelet-certificate-authority", "kubelet-preferred-address-types", "enable-priority-and-fairness",
 	"event-ttl", "logging-format", "insecure-port", "insecure-bind-address",
 }

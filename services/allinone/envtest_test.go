@@ -49,7 +49,8 @@ func TestKubeAPIServerFlags(t *testing.T) {
 	if certDir != "/tmp/k8s_test_framework_1" || v != 4 || c.gateway.SecurePort != 40123 || c.gateway.BindAddress != "127.0.0.1" ||
 		c.gateway.ClientCAFile != "/tmp/k8s_test_framework_1/client-cert-auth-ca.crt" || !slices.Equal(c.authz.Modes, []string{"RBAC"}) ||
 		c.authn.ServiceAccountSigningKeyFile != "/tmp/k8s_test_framework_1/sa-signer.key" || !slices.Equal(c.authn.ServiceAccountIssuers, []string{"https://127.0.0.1:40123/"}) ||
-		*ignored["etcd-servers"] != "http://127.0.0.1:40124" || c.dataDir != "" || c.gateway.ShutdownTimeout.String() != standInShutdownTimeout {
+		*ignored["etcd-servers"] != "http://127.0.0.1:40124" || c.dataDir != "" || c.gateway.ShutdownTimeout.String() != standInShutdownTimeout ||
+		c.gateway.ServiceClusterIPRange != "10.0.0.0/24" || c.gateway.AdvertiseAddress != "127.0.0.1" {
 		t.Errorf("parsed: cert-dir %q, v %d, gateway %+v, authz %v, authn %+v", certDir, v, c.gateway, c.authz.Modes, c.authn)
 	}
 	if err := fs.Parse([]string{"--no-such-flag"}); err == nil {

@@ -18,11 +18,6 @@ package policy
 import (
 	"bytes"
 	"context"
-	"runtime"
-	"sort"
-	"strings"
-	"sync"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
@@ -33,10 +28,6 @@ import (
 	"platform.io/libs/naming"
 	"platform.io/services/admission/admission"
 )
-
-// PollInterval is how often the plugin looks for changed policies and bindings to signal a
-// changed interest (the listers are kept current by watches).
-const PollInterval = 200 * time.Millisecond
 
 // Register adds the ValidatingAdmissionPolicy plugin.
 func Register(r *admission.Registry) {
@@ -49,7 +40,7 @@ func Register(r *admission.Registry) {
 type Plugin struct {
 	source     *source
 	dispatcher generic.Dispatcher[validating.PolicyHook]
-	interest   *interestWatch
+	interest   *admission.InterestWatch[*hookSet]
 }
 
 var (
@@ -68,9 +59,9 @@ func New(deps admission.Deps, config []byte) *Plugin {
 	p := &Plugin{
 		source:     src,
 		dispatcher: validating.NewDispatcher(authz{deps.Authorizer}, generic.NewPolicyMatcher(matcher)),
-		interest:   newInterestWatch(src),
+		interest:   admission.NewInterestWatch(src.get, func(s *hookSet) uint64 { return s.generation }, interestsOf),
 	}
-	runtime.AddCleanup(p, func(stop chan struct{}) { close(stop) }, p.interest.stop)
+	admission.StopWhenUnreachable(p.interest, p)
 	return p
 }
 
@@ -101,64 +92,6 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	return p.dispatcher.Dispatch(ctx, newAttributes(a), objectInterfaces{}, set.hooks)
 }
 
-// interestWatch derives the plugin's interest from the bound policies and signals changes.
-type interestWatch struct {
-	src *source
-
-	mu      sync.Mutex
-	gen     uint64
-	cached  []admission.Interest
-	key     string
-	changed chan struct{}
-
-	once sync.Once
-	stop chan struct{}
-}
-
-func newInterestWatch(src *source) *interestWatch {
-	return &interestWatch{src: src, changed: make(chan struct{}), stop: make(chan struct{})}
-}
-
-// current returns the interest of the policies as they are now, and its key.
-func (w *interestWatch) current() ([]admission.Interest, string) {
-	set := w.src.get()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cached != nil && w.gen == set.generation {
-		return w.cached, w.key
-	}
-	interests, key := interestsOf(set)
-	w.gen, w.cached = set.generation, interests
-	if w.key == "" {
-		w.key = key
-	}
-	return interests, key
-}
-
-func (w *interestWatch) poll() {
-	_, key := w.current()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if key != w.key {
-		w.key = key
-		close(w.changed)
-		w.changed = make(chan struct{})
-	}
-}
-
-func (w *interestWatch) run() {
-	t := time.NewTicker(PollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-t.C:
-			w.poll()
-		}
-	}
-}
-
 // interestsOf translates the bound policies' resource rules into interests (operations,
 // Platform's groups, resources, scope), without duplicates, in a stable order. A bound policy
 // without resource rules is interested in every write.
@@ -167,7 +100,7 @@ func interestsOf(set *hookSet) ([]admission.Interest, string) {
 		all := admission.Interest{Operations: []admission.Operation{"*"}, APIGroups: []string{"*"}, Resources: []string{"*/*"}}
 		return []admission.Interest{all}, "v1;*"
 	}
-	seen := map[string]admission.Interest{}
+	seen := admission.InterestSet{}
 	for _, r := range set.rules {
 		in := admission.Interest{APIGroups: r.APIGroups, Resources: r.Resources}
 		for _, op := range r.Operations {
@@ -176,36 +109,13 @@ func interestsOf(set *hookSet) ([]admission.Interest, string) {
 		if r.Scope != nil && *r.Scope != admissionregistrationv1.AllScopes {
 			in.Scope = string(*r.Scope)
 		}
-		if len(in.Operations) == 0 || len(in.APIGroups) == 0 || len(in.Resources) == 0 {
-			continue // matches nothing
-		}
-		seen[interestKey(in)] = in
+		seen.Add(in)
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]admission.Interest, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, seen[k])
-	}
-	return out, "v1;" + strings.Join(keys, "\n")
-}
-
-func interestKey(in admission.Interest) string {
-	ops := make([]string, len(in.Operations))
-	for i, o := range in.Operations {
-		ops[i] = string(o)
-	}
-	return strings.Join(ops, ",") + "|" + strings.Join(in.APIGroups, ",") + "|" + strings.Join(in.Resources, ",") + "|" + in.Scope
+	return seen.Sorted()
 }
 
 // Interests is the union of the bound policies' resource rules.
-func (p *Plugin) Interests() []admission.Interest {
-	in, _ := p.interest.current()
-	return append([]admission.Interest(nil), in...)
-}
+func (p *Plugin) Interests() []admission.Interest { return p.interest.Interests() }
 
 // Namespaces is empty: policies declare their interest by rules.
 func (p *Plugin) Namespaces() []string { return nil }
@@ -213,15 +123,6 @@ func (p *Plugin) Namespaces() []string { return nil }
 // OwnerReferences is false: policies declare their interest by rules.
 func (p *Plugin) OwnerReferences() bool { return false }
 
-// Changed is closed when the bound policies' interest changes (checked every PollInterval);
-// call it again for the next change.
-func (p *Plugin) Changed() <-chan struct{} {
-	w := p.interest
-	w.once.Do(func() {
-		w.current()
-		go w.run()
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.changed
-}
+// Changed is closed when the bound policies' interest changes (checked every
+// admission.InterestPollInterval); call it again for the next change.
+func (p *Plugin) Changed() <-chan struct{} { return p.interest.Changed() }

@@ -39,7 +39,7 @@ type dispatcher struct {
 	clients  *clients
 	budgets  *budgets
 	warnings warningAdder
-	interest *interestWatch
+	interest *admission.InterestWatch[*hookSet]
 }
 
 func newDispatcher(plugin string, mutating bool, deps admission.Deps, config []byte, src source, bs *budgets) (*dispatcher, error) {

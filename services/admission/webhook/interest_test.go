@@ -75,7 +75,7 @@ func TestInterest(t *testing.T) {
 	}
 	var keysSeen []string
 	for _, in := range got {
-		keysSeen = append(keysSeen, interestKey(in))
+		keysSeen = append(keysSeen, in.Key())
 	}
 	if !strings.Contains(strings.Join(keysSeen, " "), "*|*|*/*|") || !strings.Contains(strings.Join(keysSeen, " "), "DELETE||pods|") {
 		t.Errorf("interest keys %v", keysSeen)

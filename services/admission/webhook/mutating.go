@@ -46,7 +46,7 @@ func newMutating(deps admission.Deps, config []byte, bs *budgets) (*Mutating, er
 		return nil, err
 	}
 	m := &Mutating{dispatcher: d}
-	stopWhenUnreachable(d.interest, m)
+	admission.StopWhenUnreachable(d.interest, m)
 	return m, nil
 }
 

@@ -36,7 +36,7 @@ func newValidating(deps admission.Deps, config []byte, bs *budgets) (*Validating
 		return nil, err
 	}
 	v := &Validating{dispatcher: d}
-	stopWhenUnreachable(d.interest, v)
+	admission.StopWhenUnreachable(d.interest, v)
 	return v, nil
 }
 

@@ -143,7 +143,6 @@ func TestApplyFieldValidationBuiltin(t *testing.T) {
 	}
 
 	// Duplicate keys: an apply body (JSON, read as YAML, as upstream) and a YAML create.
-	const cms = "/api/v1/namespaces/default/configmaps"
 	applyBody := "{\n\"apiVersion\": \"v1\",\n\"kind\": \"ConfigMap\",\n\"metadata\": {\"name\": \"dups\"},\n\"data\": {\n\"a\": \"1\",\n\"a\": \"2\",\n\"b\": \"1\",\n\"b\": \"2\"\n}\n}"
 	msg = do(t, e, "PATCH", cms+"/dups?fieldManager=mgr&fieldValidation=Strict", applyBody, "Content-Type", applyType).status(t, http.StatusBadRequest, "BadRequest")
 	if want := "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key \"a\" already set in map\n  line 9: key \"b\" already set in map"; msg != want {

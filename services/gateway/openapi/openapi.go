@@ -24,6 +24,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/handler"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"platform.io/services/gateway/registry"
 )
@@ -64,6 +66,23 @@ type Handler struct {
 	generation uint64
 	custom     map[string]*customDocument
 	snapshot   *snapshot
+
+	// OpenAPI v2 (v2.go): the built-in part, built by New; each custom group version's part and
+	// the merged document, rebuilt under mu when the registry or the aggregated documents change.
+	aggregatedV2 AggregatedV2
+	v2Service    *handler.OpenAPIService
+	v2Builtin    *spec.Swagger
+	v2Custom     map[string]*v2Part
+	v2Merged     *spec.Swagger
+	v2Etag       string
+}
+
+// plan is what the documents of one built-in group version are made of.
+type plan struct {
+	key   string
+	gv    schema.GroupVersion
+	paths *pathsBuilder
+	roots []string
 }
 
 // snapshot is what is served at one registry generation: the root and every document.
@@ -101,12 +120,6 @@ func New(reg *registry.Registry) (*Handler, error) {
 		if _, err := b.ref(t); err != nil {
 			return nil, err
 		}
-	}
-	type plan struct {
-		key   string
-		gv    schema.GroupVersion
-		paths *pathsBuilder
-		roots []string
 	}
 	var plans []plan
 	for _, g := range reg.Groups() {
@@ -165,17 +178,21 @@ func New(reg *registry.Registry) (*Handler, error) {
 		}
 		h.builtin[p.key] = doc
 	}
+	if err := h.buildV2Builtin(plans); err != nil {
+		return nil, err
+	}
 	if _, err := h.current(); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// Install registers GET and HEAD of /openapi/v3 and of the documents below it on r (the
-// handler chain authenticates and authorizes them as non-resource paths).
+// Install registers GET and HEAD of /openapi/v3 and of the documents below it, and of
+// /openapi/v2, on r (the handler chain authenticates and authorizes them as non-resource paths).
 func (h *Handler) Install(r *mux.Router) {
 	r.HandleFunc(Prefix, h.serveRoot).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc(Prefix+"/{path:.+}", h.serveGroupVersion).Methods(http.MethodGet, http.MethodHead)
+	h.installV2(r)
 }
 
 // Size returns the total size in bytes of the encoded documents, the root included.

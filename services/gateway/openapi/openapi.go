@@ -67,8 +67,9 @@ type Handler struct {
 	custom     map[string]*customDocument
 	snapshot   *snapshot
 
-	// OpenAPI v2 (v2.go): the built-in part, built by New; each custom group version's part and
-	// the merged document, rebuilt under mu when the registry or the aggregated documents change.
+	// OpenAPI v2 (v2.go), under mu: the built-in part, built on the first v2 request; each custom
+	// group version's part and the merged document, rebuilt when the registry or the aggregated
+	// documents change.
 	aggregatedV2 AggregatedV2
 	v2Service    *handler.OpenAPIService
 	v2Builtin    *spec.Swagger
@@ -106,7 +107,6 @@ type discoveryEntry struct {
 // documents of custom resource group versions follow the registry as it changes.
 func New(reg *registry.Registry) (*Handler, error) {
 	b := newSchemaBuilder(reg.Scheme)
-	known := reg.Scheme.AllKnownTypes()
 	var metaNames []string
 	for _, t := range metaRoots {
 		name, err := b.ref(t)
@@ -121,6 +121,39 @@ func New(reg *registry.Registry) (*Handler, error) {
 			return nil, err
 		}
 	}
+	plans, err := builtinPlans(reg, b, metaNames)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.encode(); err != nil {
+		return nil, err
+	}
+	h := &Handler{reg: reg, b: b, metaNames: metaNames, builtin: map[string]*document{}}
+	for _, p := range plans {
+		doc, err := newDocument(obj{
+			"openapi": "3.0.0",
+			"info":    obj{"title": "Platform", "version": p.gv.String()},
+			"paths":   p.paths.paths,
+			"components": obj{
+				"schemas": b.closure(p.roots),
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("openapi: encoding %s: %w", p.gv, err)
+		}
+		h.builtin[p.key] = doc
+	}
+	if _, err := h.current(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// builtinPlans derives the paths of every built-in group version and the components each
+// document needs. The first call (New) builds the components; later ones (the v2 document,
+// built when first asked for) only look them up.
+func builtinPlans(reg *registry.Registry, b *schemaBuilder, metaNames []string) ([]plan, error) {
+	known := reg.Scheme.AllKnownTypes()
 	var plans []plan
 	for _, g := range reg.Groups() {
 		if !reg.BuiltinGroup(g.Name) {
@@ -160,31 +193,7 @@ func New(reg *registry.Registry) (*Handler, error) {
 			plans = append(plans, plan{key: strings.TrimPrefix(pb.prefix, "/"), gv: gv.GroupVersion, paths: pb, roots: roots})
 		}
 	}
-	if err := b.encode(); err != nil {
-		return nil, err
-	}
-	h := &Handler{reg: reg, b: b, metaNames: metaNames, builtin: map[string]*document{}}
-	for _, p := range plans {
-		doc, err := newDocument(obj{
-			"openapi": "3.0.0",
-			"info":    obj{"title": "Platform", "version": p.gv.String()},
-			"paths":   p.paths.paths,
-			"components": obj{
-				"schemas": b.closure(p.roots),
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("openapi: encoding %s: %w", p.gv, err)
-		}
-		h.builtin[p.key] = doc
-	}
-	if err := h.buildV2Builtin(plans); err != nil {
-		return nil, err
-	}
-	if _, err := h.current(); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return plans, nil
 }
 
 // Install registers GET and HEAD of /openapi/v3 and of the documents below it, and of

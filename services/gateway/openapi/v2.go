@@ -22,8 +22,9 @@ package openapi
 //     without schema, or whose root keeps unknown fields, is a bare {type: object}, so that v2
 //     clients never refuse fields the server accepts.
 //
-// The document is built when it is first asked for after the registry (custom resources) or
-// the aggregated APIServices' documents changed; k8s.io/kube-openapi's handler serves it (JSON,
+// The document is built when it is first asked for (the built-in part too: most gateways never
+// serve v2) and again when asked for after the registry (custom resources) or the aggregated
+// APIServices' documents changed; k8s.io/kube-openapi's handler serves it (JSON,
 // and Protobuf as application/com.github.proto-openapi.spec.v2@v1.0+protobuf, with upstream's
 // ETag, 304s and gzip), and its aggregator merges the extension servers' documents, as
 // upstream's kube-aggregator does.
@@ -99,6 +100,16 @@ func (h *Handler) v2Spec() (*spec.Swagger, string, error) {
 	etag := fmt.Sprintf("%d/%s", gen, aggVersion)
 	if h.v2Merged != nil && etag == h.v2Etag {
 		return h.v2Merged, h.v2Etag, nil
+	}
+	if h.v2Builtin == nil {
+		// Built when first asked for: most gateways never serve v2 (kubectl and Helm read v3).
+		plans, err := builtinPlans(h.reg, h.b, h.metaNames)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := h.buildV2Builtin(plans); err != nil {
+			return nil, "", err
+		}
 	}
 	parts := map[string]*v2Part{}
 	for _, g := range h.reg.Groups() {
@@ -188,7 +199,7 @@ func copySchema(s spec.Schema) spec.Schema {
 	return out
 }
 
-// v2Builtin builds the v2 paths and definitions of the built-in group versions.
+// buildV2Builtin builds the v2 paths and definitions of the built-in group versions.
 func (h *Handler) buildV2Builtin(plans []plan) error {
 	sw := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger: "2.0",

@@ -25,6 +25,9 @@ type Error struct {
 	RetryAfterSeconds int64
 	// Field names the request field at fault (INVALID).
 	Field string
+	// Continue is, on the EXPIRED answer to a compacted continue token, the token that
+	// continues the list at the most recent revision.
+	Continue string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -53,6 +56,7 @@ func (e *Error) GRPCStatus() *status.Status {
 		CurrentRevision:   e.CurrentRevision,
 		RetryAfterSeconds: e.RetryAfterSeconds,
 		Field:             e.Field,
+		Continue:          e.Continue,
 	})
 	if err != nil {
 		return st
@@ -86,6 +90,7 @@ func FromError(err error) error {
 				CurrentRevision:   detail.GetCurrentRevision(),
 				RetryAfterSeconds: detail.GetRetryAfterSeconds(),
 				Field:             detail.GetField(),
+				Continue:          detail.GetContinue(),
 			}
 		}
 	}

@@ -147,6 +147,14 @@ spec:
 	if out := k.ok("", "explain", "flunders.spec"); !strings.Contains(out, "reference") {
 		t.Fatalf("kubectl explain flunders.spec:\n%s", out)
 	}
+	// Its OpenAPI v2 document is merged into the gateway's /openapi/v2 (downloaded once the
+	// APIService is available).
+	stack.Eventually(t, 30*time.Second, "Flunder in /openapi/v2", func() error {
+		if out, errs, code := k.run("", "explain", "flunders.spec", "--output=plaintext-openapiv2"); code != 0 || !strings.Contains(out, "reference") {
+			return fmt.Errorf("kubectl explain --output=plaintext-openapiv2: exit %d %s %s", code, out, errs)
+		}
+		return nil
+	})
 	if out := k.ok("", "get", "flunders"); !strings.Contains(out, "alpha") {
 		t.Fatalf("kubectl get flunders:\n%s", out)
 	}

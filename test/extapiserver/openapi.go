@@ -72,9 +72,29 @@ func openAPIDocument() map[string]any {
 	}
 }
 
-// serveOpenAPI answers the root and the group version's document.
+// openAPIV2Document is the same in OpenAPI v2: the flunders collection and Flunder.
+func openAPIV2Document() map[string]any {
+	kind := openAPIDocument()["components"].(map[string]any)["schemas"].(map[string]any)[flunderSchema]
+	ref := map[string]any{"$ref": "#/definitions/" + flunderSchema}
+	return map[string]any{
+		"swagger": "2.0",
+		"info":    map[string]any{"title": "extapiserver", "version": Version},
+		"paths": map[string]any{
+			"/apis/" + GroupVersion + "/namespaces/{namespace}/" + Resource: map[string]any{
+				"parameters": []any{map[string]any{"name": "namespace", "in": "path", "required": true, "type": "string"}},
+				"get": map[string]any{"operationId": "listNamespacedFlunder", "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": flunderGVK[0],
+					"produces": []string{"application/json"}, "responses": map[string]any{"200": map[string]any{"description": "OK", "schema": ref}}},
+			},
+		},
+		"definitions": map[string]any{flunderSchema: kind},
+	}
+}
+
+// serveOpenAPI answers the v3 root, the group version's v3 document and the v2 document.
 func serveOpenAPI(w http.ResponseWriter, path string) bool {
 	switch path {
+	case "/openapi/v2":
+		writeJSON(w, http.StatusOK, openAPIV2Document())
 	case openAPIRoot:
 		writeJSON(w, http.StatusOK, map[string]any{"paths": map[string]any{
 			"apis/" + GroupVersion: map[string]any{"serverRelativeURL": openAPIRoot + "/apis/" + GroupVersion},

@@ -1466,7 +1466,12 @@ type ErrorDetail struct {
 	// retry_after_seconds suggests when to retry (TOO_LARGE_RESOURCE_VERSION, UNAVAILABLE).
 	RetryAfterSeconds int64 `protobuf:"varint,3,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
 	// field names the request field at fault for INVALID.
-	Field         string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
+	Field string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
+	// continue is set on the EXPIRED answer to a list whose continue token's revision was
+	// compacted: a token that continues the same list after the same key at the most recent
+	// revision (upstream's "inconsistent continue"), for a client that accepts a list whose pages
+	// were read at different revisions.
+	Continue      string `protobuf:"bytes,5,opt,name=continue,proto3" json:"continue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1525,6 +1530,13 @@ func (x *ErrorDetail) GetRetryAfterSeconds() int64 {
 func (x *ErrorDetail) GetField() string {
 	if x != nil {
 		return x.Field
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetContinue() string {
+	if x != nil {
+		return x.Continue
 	}
 	return ""
 }
@@ -1623,12 +1635,13 @@ const file_storage_v1_storage_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\v2!.platform.storage.v1.ResourceTypeR\x04type\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\"/\n" +
 	"\x0fCompactResponse\x12\x1c\n" +
-	"\tcompacted\x18\x01 \x01(\x03R\tcompacted\"\xb8\x01\n" +
+	"\tcompacted\x18\x01 \x01(\x03R\tcompacted\"\xd4\x01\n" +
 	"\vErrorDetail\x128\n" +
 	"\x06reason\x18\x01 \x01(\x0e2 .platform.storage.v1.ErrorReasonR\x06reason\x12)\n" +
 	"\x10current_revision\x18\x02 \x01(\x03R\x0fcurrentRevision\x12.\n" +
 	"\x13retry_after_seconds\x18\x03 \x01(\x03R\x11retryAfterSeconds\x12\x14\n" +
-	"\x05field\x18\x04 \x01(\tR\x05field*\x8b\x01\n" +
+	"\x05field\x18\x04 \x01(\tR\x05field\x12\x1a\n" +
+	"\bcontinue\x18\x05 \x01(\tR\bcontinue*\x8b\x01\n" +
 	"\x14ResourceVersionMatch\x12&\n" +
 	"\"RESOURCE_VERSION_MATCH_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cRESOURCE_VERSION_MATCH_EXACT\x10\x01\x12)\n" +

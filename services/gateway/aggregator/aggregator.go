@@ -77,6 +77,10 @@ type Aggregator struct {
 	syncedOnce sync.Once
 	// disc is the remote APIServices' aggregated discovery.
 	disc *discoveryState
+	// openAPIV2 are the remote APIServices' OpenAPI v2 documents (openapiv2.go), downloaded
+	// again when changedOpenAPI says the APIServices changed.
+	openAPIV2      openAPIV2State
+	changedOpenAPI chan struct{}
 }
 
 // snapshot is one immutable view of the stored APIServices.
@@ -100,7 +104,7 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	ag := &Aggregator{
 		cfg: cfg, store: store, log: cfg.Logger, proxies: map[string]*remote{}, stats: newMetrics(cfg.Metrics),
-		changed: make(chan struct{}, 1), changedAvailability: make(chan struct{}, 1), recheck: make(chan string, 16),
+		changed: make(chan struct{}, 1), changedAvailability: make(chan struct{}, 1), changedOpenAPI: make(chan struct{}, 1), recheck: make(chan string, 16),
 		synced: make(chan struct{}), disc: newDiscoveryState(),
 	}
 	if (cfg.ProxyClientCertFile == "") != (cfg.ProxyClientKeyFile == "") {
@@ -128,6 +132,7 @@ func (ag *Aggregator) Run(ctx context.Context) {
 	}
 	// Every gateway keeps the aggregated discovery of the remote APIServices it routes to.
 	go ag.runDiscovery(ctx)
+	go ag.runOpenAPIV2(ctx)
 	ag.store.Follow(ctx, ag.update)
 }
 
@@ -162,7 +167,7 @@ func (ag *Aggregator) update(all map[string]*apiregistration.APIService) {
 	ag.mu.Unlock()
 	ag.syncedOnce.Do(func() { close(ag.synced) })
 	ag.disc.changed()
-	for _, c := range []chan struct{}{ag.changed, ag.changedAvailability} {
+	for _, c := range []chan struct{}{ag.changed, ag.changedAvailability, ag.changedOpenAPI} {
 		select {
 		case c <- struct{}{}:
 		default:

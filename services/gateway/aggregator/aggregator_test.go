@@ -275,6 +275,12 @@ func (x *extServer) handle(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(300 * time.Millisecond):
 			fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"Thing","apiVersion":%q,"metadata":{"name":"second","namespace":"default","resourceVersion":"2"}}}`+"\n", gv)
 		}
+	case r.URL.Path == "/openapi/v2":
+		// Its group version's path and kind, and a path of another group it does not serve here.
+		fmt.Fprintf(w, `{"swagger":"2.0","info":{"title":%q,"version":"v1"},"paths":{
+		  "/apis/%s/namespaces/{namespace}/things/{name}":{"get":{"operationId":"readThing","responses":{"200":{"description":"OK","schema":{"$ref":"#/definitions/com.example.things.v1.Thing"}}}}},
+		  "/apis/other.example.com/v1/others":{"get":{"operationId":"listOthers","responses":{"200":{"description":"OK"}}}}},
+		  "definitions":{"com.example.things.v1.Thing":{"type":"object","properties":{"spec":{"type":"string"}}}}}`, x.group, gv)
 	case r.URL.Path == "/openapi/v3/apis/"+gv:
 		fmt.Fprintf(w, `{"openapi":"3.0.0","info":{"title":%q,"version":"v1"},"paths":{}}`, x.group)
 	case r.URL.Path == "/apis/"+gv+"/namespaces/default/things/first":
@@ -387,6 +393,23 @@ func TestRemoteAPIService(t *testing.T) {
 		t.Fatalf("OpenAPI document: %v", doc)
 	}
 
+	// /openapi/v2 merges the extension server's document (its group version's paths only).
+	v2 := func() (paths, defs map[string]any) {
+		doc := must(t, call(t, e.Admin, e, "GET", "/openapi/v2", nil), http.StatusOK)
+		paths, _ = doc["paths"].(map[string]any)
+		defs, _ = doc["definitions"].(map[string]any)
+		return paths, defs
+	}
+	eventually(t, 30*time.Second, "the extension server's OpenAPI v2 in /openapi/v2", func() error {
+		if paths, defs := v2(); paths["/apis/"+group+"/v1/namespaces/{namespace}/things/{name}"] == nil || defs["com.example.things.v1.Thing"] == nil {
+			return fmt.Errorf("not merged yet")
+		}
+		return nil
+	})
+	if paths, _ := v2(); paths["/apis/other.example.com/v1/others"] != nil || paths["/apis/apps/v1/namespaces/{namespace}/deployments"] == nil {
+		t.Error("/openapi/v2 has another group's path of the extension server, or lost its own")
+	}
+
 	// A request is proxied with the caller's identity (impersonated here, with extra values) in
 	// the front-proxy headers and without its own credentials.
 	before := len(x.headers())
@@ -445,6 +468,12 @@ func TestRemoteAPIService(t *testing.T) {
 	if root := must(t, call(t, e.Admin, e, "GET", "/openapi/v3", nil), http.StatusOK); field(root, "paths").(map[string]any)["apis/"+group+"/v1"] != nil {
 		t.Fatalf("the OpenAPI root lists an unavailable group version: %v", root)
 	}
+	eventually(t, 30*time.Second, "/openapi/v2 to drop the unavailable group version", func() error {
+		if _, defs := v2(); defs["com.example.things.v1.Thing"] != nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
 	metric := func() string {
 		t.Helper()
 		r := call(t, e.Admin, e, "GET", "/metrics", nil)

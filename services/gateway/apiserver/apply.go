@@ -21,9 +21,20 @@ import (
 // manages. The store's transform merges it into the current object (or into an empty one,
 // creating the object) with the field manager, which records ownership and refuses, unless force
 // is set, to change a field another manager owns (409 naming each field and its manager).
+//
+// Field validation follows upstream's apply patcher, not the decoder of create and update: the
+// body is handed to the field manager as it is, so a field its kind's schema does not declare
+// (a built-in kind's, or a custom resource's outside x-kubernetes-preserve-unknown-fields;
+// metadata, an embedded resource's metadata included, is ObjectMeta) is refused whatever
+// fieldValidation says, with the field manager's message naming the full path: "failed to
+// create typed patch object (<ns>/<name>; <group/version>, Kind=<kind>): .spec.extra: field not
+// declared in schema" (400: upstream answers 500, kubernetes#118476). Keys set twice are
+// checked after a successful merge, as upstream: Strict refuses them ("error strict decoding
+// YAML: ... line 9: key "foo" already set in map"), Warn (the default) sends one warning per
+// line, Ignore neither.
 func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, manager string, force bool, fv fieldValidation, dry bool) (runtime.Object, bool, []string, error) {
 	res := info.res
-	patch, warnings, err := a.parseApplyBody(info, body, fv)
+	patch, duplicates, err := a.parseApplyBody(info, body)
 	if err != nil {
 		return nil, false, nil, err
 	}
@@ -51,6 +62,14 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 				}
 				return nil, apierrors.NewBadRequest(err.Error())
 			}
+			if duplicates != "" && fv == validationStrict {
+				return nil, apierrors.NewBadRequest("error strict decoding YAML: " + duplicates)
+			}
+			// What the kind allows of the merged object (a custom resource's nulls of fields
+			// that are not nullable); unknown fields never got past the field manager.
+			if _, err := res.Strategy().Normalize(merged); err != nil {
+				return nil, err
+			}
 			obj, err := a.typed(res, merged)
 			if err != nil {
 				return nil, err
@@ -65,61 +84,78 @@ func (a *API) applyObject(ctx context.Context, info *requestInfo, body []byte, m
 	if err != nil {
 		return nil, false, nil, err
 	}
+	var warnings []string
+	if duplicates != "" && fv == validationWarn {
+		warnings = yamlWarnings(duplicates)
+	}
 	return obj, created, warnings, nil
 }
 
 // parseApplyBody reads an apply body (YAML or JSON) and checks it is an object of the resource's
-// kind and name, without managedFields; unknown and duplicate fields follow fieldValidation and
-// wrong types are 400, as for every write.
-func (a *API) parseApplyBody(info *requestInfo, body []byte, fv fieldValidation) (*unstructured.Unstructured, []string, error) {
+// kind and name, without managedFields; wrong types in a built-in kind's fields and in metadata
+// are 400, as for every write. duplicates is the strict YAML decoder's message for keys set more
+// than once ("" when there are none), for fieldValidation to judge after the merge.
+func (a *API) parseApplyBody(info *requestInfo, body []byte) (u *unstructured.Unstructured, duplicates string, err error) {
 	res := info.res
-	data, err := yaml.YAMLToJSON(body)
-	if err != nil {
-		return nil, nil, apierrors.NewBadRequest("the apply body is not valid YAML or JSON: " + err.Error())
+	data, jerr := yaml.YAMLToJSON(body)
+	if jerr != nil {
+		return nil, "", apierrors.NewBadRequest("the apply body is not valid YAML or JSON: " + jerr.Error())
 	}
 	var content map[string]any
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &content); err != nil || content == nil {
-		return nil, nil, apierrors.NewBadRequest("the apply body must be an object")
+		return nil, "", apierrors.NewBadRequest("the apply body must be an object")
 	}
-	u := &unstructured.Unstructured{Object: content}
+	u = &unstructured.Unstructured{Object: content}
 	bodyGV, _ := schema.ParseGroupVersion(u.GetAPIVersion())
 	if !sameGroup(bodyGV, res.GroupVersion()) || u.GetKind() != res.Kind {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the apply body must have apiVersion %q and kind %q, not %q and %q",
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("the apply body must have apiVersion %q and kind %q, not %q and %q",
 			res.GroupVersion().String(), res.Kind, u.GetAPIVersion(), u.GetKind()))
 	}
 	// An apply under upstream's group name continues under the served one.
 	u.SetAPIVersion(res.GroupVersion().String())
 	if u.GetName() != info.name {
-		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), info.name))
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), info.name))
 	}
 	if ns := u.GetNamespace(); ns != "" && ns != info.namespace {
-		return nil, nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		return nil, "", apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
 	if _, found, _ := unstructured.NestedFieldNoCopy(content, "metadata", "managedFields"); found {
-		return nil, nil, apierrors.NewBadRequest("metadata.managedFields must be nil: an apply body may not carry managedFields")
+		return nil, "", apierrors.NewBadRequest("metadata.managedFields must be nil: an apply body may not carry managedFields")
 	}
 	st := res.Strategy()
-	strict, err := decodeJSON(data, st.New(), false)
-	if err != nil {
-		return nil, nil, apierrors.NewBadRequest(err.Error())
+	// Wrong types are the decoder's 400; unknown fields are left to the field manager.
+	if _, err := decodeJSON(data, st.New(), false); err != nil {
+		return nil, "", apierrors.NewBadRequest(err.Error())
 	}
-	// The applier's fields the kind does not know (a custom resource's schema) are pruned (and
-	// reported) before the merge, so nobody comes to own them.
-	unknown, err := st.Normalize(u)
-	if err != nil {
-		return nil, nil, err
+	// The same for what the kind itself reads strictly (a custom resource's metadata), on a
+	// copy: the body goes to the field manager unpruned.
+	if _, err := st.Normalize(u.DeepCopy()); err != nil {
+		return nil, "", err
 	}
-	strict = append(strict, unknown...)
-	if yamlStrict, err := yaml.YAMLToJSONStrict(body); err != nil && yamlStrict == nil {
-		strict = append(strict, strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+	if err := yaml.UnmarshalStrict(body, &map[string]any{}); err != nil {
+		duplicates = err.Error()
 	}
-	switch {
-	case len(strict) > 0 && fv == validationStrict:
-		return nil, nil, strictDecodingError(res, strict)
-	case fv == validationIgnore:
-		strict = nil
+	return u, duplicates, nil
+}
+
+// yamlWarnings splits a strict YAML decoding error into one warning per problem (`line 9: key
+// "foo" already set in map`), as upstream warns; other messages are one warning.
+func yamlWarnings(msg string) []string {
+	rest, ok := strings.CutPrefix(msg, "error converting YAML to JSON: ")
+	if !ok {
+		rest = msg
 	}
-	return u, strict, nil
+	lines, ok := strings.CutPrefix(rest, "yaml: unmarshal errors:\n")
+	if !ok {
+		return []string{msg}
+	}
+	var out []string
+	for _, l := range strings.Split(lines, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // typed converts the field manager's result to the resource's object form.

@@ -118,9 +118,13 @@ func decodeBody(r *http.Request, res *registry.Resource, v fieldValidation) (obj
 		return nil, nil, bodyGV, strictDecodingError(res, strict)
 	}
 	if v == validationIgnore {
-		strict = nil
+		return into, nil, bodyGV, nil
 	}
-	return into, strict, bodyGV, nil
+	// One warning per duplicate key of a YAML body, as upstream warns.
+	for _, m := range strict {
+		warnings = append(warnings, yamlWarnings(m)...)
+	}
+	return into, warnings, bodyGV, nil
 }
 
 // decodeJSON decodes a JSON (or YAML) document into a typed object and returns the unknown and

@@ -133,12 +133,13 @@ func sameResources(a, b []*registry.Resource) bool {
 	return true
 }
 
-// customDocument builds the document of one custom resource group version.
-func (h *Handler) customDocument(gv *registry.GroupVersion) (*document, error) {
-	pb := newPathsBuilder(gv)
+// customParts are what the documents of one custom resource group version are made of: its
+// paths, the schemas of its kinds and list kinds (v3), and the shared components they refer to.
+func customParts(gv *registry.GroupVersion) (pb *pathsBuilder, own map[string]obj, roots []string, err error) {
+	pb = newPathsBuilder(gv)
 	pb.addDiscovery()
-	roots := append([]string{objectMetaName, listMetaName}, h.metaNames...)
-	own := map[string]obj{}
+	roots = []string{objectMetaName, listMetaName}
+	own = map[string]obj{}
 	for _, res := range gv.Resources {
 		if res.Custom == nil {
 			continue
@@ -147,7 +148,7 @@ func (h *Handler) customDocument(gv *registry.GroupVersion) (*document, error) {
 		list := customComponentName(gv.WithKind(res.ListKind))
 		ks, err := customKindSchema(res)
 		if err != nil {
-			return nil, fmt.Errorf("openapi: schema of %s: %w", res.GroupVersionKind(), err)
+			return nil, nil, nil, fmt.Errorf("openapi: schema of %s: %w", res.GroupVersionKind(), err)
 		}
 		own[kind] = ks
 		own[list] = customListSchema(res, kind)
@@ -157,7 +158,16 @@ func (h *Handler) customDocument(gv *registry.GroupVersion) (*document, error) {
 		}
 		pb.addResource(res, kind, list)
 	}
-	schemas := h.b.closure(roots)
+	return pb, own, roots, nil
+}
+
+// customDocument builds the document of one custom resource group version.
+func (h *Handler) customDocument(gv *registry.GroupVersion) (*document, error) {
+	pb, own, roots, err := customParts(gv)
+	if err != nil {
+		return nil, err
+	}
+	schemas := h.b.closure(append(roots, h.metaNames...))
 	for name, s := range own {
 		if _, taken := schemas[name]; taken {
 			return nil, fmt.Errorf("openapi: %s: component %s is taken by a built-in type", gv.GroupVersion, name)

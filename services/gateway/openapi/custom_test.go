@@ -452,7 +452,8 @@ func TestCustomResourceWithoutSchema(t *testing.T) {
 	}
 }
 
-// TestCustomResourceConcurrency serves while definitions come and go (for -race).
+// TestCustomResourceConcurrency serves the v3 and v2 documents while definitions come and go
+// (for -race).
 func TestCustomResourceConcurrency(t *testing.T) {
 	reg := newRegistry(t)
 	_, srv := startWith(t, reg)
@@ -469,14 +470,16 @@ func TestCustomResourceConcurrency(t *testing.T) {
 					return
 				default:
 				}
-				resp, err := http.Get(srv.URL + "/openapi/v3/apis/stable.example.com/v1")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
-					t.Errorf("status %d", resp.StatusCode)
+				for _, p := range []string{"/openapi/v3/apis/stable.example.com/v1", V2Path} {
+					resp, err := http.Get(srv.URL + p)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
+						t.Errorf("%s: status %d", p, resp.StatusCode)
+					}
 				}
 			}
 		}()

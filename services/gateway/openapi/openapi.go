@@ -24,6 +24,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/handler"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"platform.io/services/gateway/registry"
 )
@@ -64,6 +66,24 @@ type Handler struct {
 	generation uint64
 	custom     map[string]*customDocument
 	snapshot   *snapshot
+
+	// OpenAPI v2 (v2.go), under mu: the built-in part, built on the first v2 request; each custom
+	// group version's part and the merged document, rebuilt when the registry or the aggregated
+	// documents change.
+	aggregatedV2 AggregatedV2
+	v2Service    *handler.OpenAPIService
+	v2Builtin    *spec.Swagger
+	v2Custom     map[string]*v2Part
+	v2Merged     *spec.Swagger
+	v2Etag       string
+}
+
+// plan is what the documents of one built-in group version are made of.
+type plan struct {
+	key   string
+	gv    schema.GroupVersion
+	paths *pathsBuilder
+	roots []string
 }
 
 // snapshot is what is served at one registry generation: the root and every document.
@@ -87,7 +107,6 @@ type discoveryEntry struct {
 // documents of custom resource group versions follow the registry as it changes.
 func New(reg *registry.Registry) (*Handler, error) {
 	b := newSchemaBuilder(reg.Scheme)
-	known := reg.Scheme.AllKnownTypes()
 	var metaNames []string
 	for _, t := range metaRoots {
 		name, err := b.ref(t)
@@ -102,12 +121,39 @@ func New(reg *registry.Registry) (*Handler, error) {
 			return nil, err
 		}
 	}
-	type plan struct {
-		key   string
-		gv    schema.GroupVersion
-		paths *pathsBuilder
-		roots []string
+	plans, err := builtinPlans(reg, b, metaNames)
+	if err != nil {
+		return nil, err
 	}
+	if err := b.encode(); err != nil {
+		return nil, err
+	}
+	h := &Handler{reg: reg, b: b, metaNames: metaNames, builtin: map[string]*document{}}
+	for _, p := range plans {
+		doc, err := newDocument(obj{
+			"openapi": "3.0.0",
+			"info":    obj{"title": "Platform", "version": p.gv.String()},
+			"paths":   p.paths.paths,
+			"components": obj{
+				"schemas": b.closure(p.roots),
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("openapi: encoding %s: %w", p.gv, err)
+		}
+		h.builtin[p.key] = doc
+	}
+	if _, err := h.current(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// builtinPlans derives the paths of every built-in group version and the components each
+// document needs. The first call (New) builds the components; later ones (the v2 document,
+// built when first asked for) only look them up.
+func builtinPlans(reg *registry.Registry, b *schemaBuilder, metaNames []string) ([]plan, error) {
+	known := reg.Scheme.AllKnownTypes()
 	var plans []plan
 	for _, g := range reg.Groups() {
 		if !reg.BuiltinGroup(g.Name) {
@@ -147,35 +193,15 @@ func New(reg *registry.Registry) (*Handler, error) {
 			plans = append(plans, plan{key: strings.TrimPrefix(pb.prefix, "/"), gv: gv.GroupVersion, paths: pb, roots: roots})
 		}
 	}
-	if err := b.encode(); err != nil {
-		return nil, err
-	}
-	h := &Handler{reg: reg, b: b, metaNames: metaNames, builtin: map[string]*document{}}
-	for _, p := range plans {
-		doc, err := newDocument(obj{
-			"openapi": "3.0.0",
-			"info":    obj{"title": "Platform", "version": p.gv.String()},
-			"paths":   p.paths.paths,
-			"components": obj{
-				"schemas": b.closure(p.roots),
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("openapi: encoding %s: %w", p.gv, err)
-		}
-		h.builtin[p.key] = doc
-	}
-	if _, err := h.current(); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return plans, nil
 }
 
-// Install registers GET and HEAD of /openapi/v3 and of the documents below it on r (the
-// handler chain authenticates and authorizes them as non-resource paths).
+// Install registers GET and HEAD of /openapi/v3 and of the documents below it, and of
+// /openapi/v2, on r (the handler chain authenticates and authorizes them as non-resource paths).
 func (h *Handler) Install(r *mux.Router) {
 	r.HandleFunc(Prefix, h.serveRoot).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc(Prefix+"/{path:.+}", h.serveGroupVersion).Methods(http.MethodGet, http.MethodHead)
+	h.installV2(r)
 }
 
 // Size returns the total size in bytes of the encoded documents, the root included.

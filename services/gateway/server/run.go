@@ -200,6 +200,7 @@ func Start(ctx context.Context, cfg Config, opts Options, log *slog.Logger) (*Se
 	var routed http.Handler = api.ResourcesFirst(router)
 	if agg != nil {
 		routed = agg.Handler(routed)
+		oa.SetAggregatedV2(agg.OpenAPIV2) // extension servers' documents join /openapi/v2
 	}
 
 	auditOpts := cfg.Audit

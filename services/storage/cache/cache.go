@@ -234,7 +234,13 @@ func tooOld(rev, compacted int64) error {
 		Message: "too old resource version: " + strconv.FormatInt(rev, 10) + " (" + strconv.FormatInt(compacted, 10) + ")"}
 }
 
-const expiredContinue = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."
+// inconsistentContinue is upstream's message for a continue token whose revision was compacted,
+// answered with a token that continues the list at the most recent revision.
+const inconsistentContinue = "The provided continue parameter is too old to display a consistent list result. " +
+	"You can start a new list without the continue parameter, or use the continue token in this response to " +
+	"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
+	"objects that were created, modified, or deleted between the time the first chunk was returned and now may " +
+	"show up in the list."
 
 // Get reads one object under the get semantics of resourceVersion: unset is most recent, "0"
 // is any, a revision is not older than it.
@@ -333,9 +339,16 @@ func (c *Cache) list(ctx context.Context, req *storagev1.ListRequest) (*storagev
 		if !ok {
 			return nil, nil, storage.NewInvalid("continue", "invalid continue token")
 		}
-		rev, after, exact = tok.rev, tok.lastKey, true
+		after = tok.lastKey
+		if tok.rev == 0 {
+			// An inconsistent continue: the rest of the list at the most recent revision.
+			rev, err = c.readRev(ctx, tc, rvUnset, 0)
+			break
+		}
+		rev, exact = tok.rev, true
 		expiredError = func(int64, int64) error {
-			return &storage.Error{Reason: storagev1.ErrorReason_EXPIRED, Message: expiredContinue}
+			return &storage.Error{Reason: storagev1.ErrorReason_EXPIRED, Message: inconsistentContinue,
+				Continue: encodeToken(c.secret, tc.name, req.GetNamespace(), continueToken{rev: 0, lastKey: tok.lastKey})}
 		}
 		if _, err := c.notOlderThan(ctx, tc, rev); err != nil {
 			return nil, nil, err

@@ -13,6 +13,10 @@ import (
 // an HMAC-SHA256 (truncated to 128 bits) over the resource type, the namespace and the payload,
 // keyed with the backend's shared secret. A token from another type or namespace, or an altered
 // one, does not verify.
+//
+// Revision 0 in a token means "the most recent revision": the token the EXPIRED answer to a
+// compacted continue token carries (upstream's "inconsistent continue", revision -1 in its
+// tokens), which continues the list after the same key at whatever revision is current.
 
 const tokenFormat = 1
 
@@ -58,7 +62,7 @@ func decodeToken(secret []byte, typeName, namespace, s string) (continueToken, b
 		return continueToken{}, false
 	}
 	rev, n := binary.Uvarint(payload[1:])
-	if n <= 0 || rev == 0 || rev > 1<<62 {
+	if n <= 0 || rev > 1<<62 {
 		return continueToken{}, false
 	}
 	return continueToken{rev: int64(rev), lastKey: string(payload[1+n:])}, true

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -496,6 +497,38 @@ func testContinueExpires(t *testing.T, f Factory) {
 	if _, compacted := revision(t, c, rt); compacted != cur {
 		t.Fatalf("compacted revision %d, want %d", compacted, cur)
 	}
+
+	// The answer carries upstream's inconsistent continue: a token that lists the rest (after the
+	// first page's last key) at the most recent revision, so changes made since show.
+	var se *storage.Error
+	if !errors.As(storage.FromError(err), &se) || se.Continue == "" || !strings.Contains(se.Message, "use the continue token in this response") {
+		t.Fatalf("EXPIRED continue answer %#v: want a continue token and upstream's inconsistent-continue message", err)
+	}
+	mustCreate(t, c, rt, obj("ns", "o5", "v", nil))
+	cur, _ = revision(t, c, rt)
+	rest := mustList(t, c, &storagev1.ListRequest{Type: rt, Limit: 2, Continue: se.Continue})
+	if names(rest.GetItems()) != "o2 o3" || rest.GetResourceVersion() != cur || rest.GetContinue() == "" {
+		t.Fatalf("inconsistent continue: items %q at %d (continue %q), want o2 o3 at the current revision %d", names(rest.GetItems()), rest.GetResourceVersion(), rest.GetContinue(), cur)
+	}
+	// Its pages go on at that revision.
+	mustUpdate(t, c, rt, obj("ns", "o5", "v3", nil), cur)
+	last := mustList(t, c, &storagev1.ListRequest{Type: rt, Limit: 2, Continue: rest.GetContinue()})
+	if names(last.GetItems()) != "o4 o5" || string(last.GetItems()[0].GetValue()) != "v2" || string(last.GetItems()[1].GetValue()) != "v" ||
+		last.GetResourceVersion() != cur || last.GetContinue() != "" {
+		t.Fatalf("page after the inconsistent continue: %q at %d (continue %q), want o4=v2 o5=v at %d", names(last.GetItems()), last.GetResourceVersion(), last.GetContinue(), cur)
+	}
+	// The token is as tamper-proof as any other.
+	_, err = c.List(ctxFor(t), &storagev1.ListRequest{Type: rt, Namespace: "ns", Limit: 2, Continue: se.Continue})
+	wantReason(t, err, storagev1.ErrorReason_INVALID, "inconsistent continue token of another namespace")
+}
+
+// names are the names of objects, space-separated.
+func names(objs []*storagev1.Object) string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	return strings.Join(out, " ")
 }
 
 func testSelectors(t *testing.T, f Factory) {

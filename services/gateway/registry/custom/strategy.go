@@ -96,6 +96,7 @@ func (s *Strategy) DecodeStored(value []byte) (runtime.Object, error) {
 	if u.Object == nil {
 		return nil, fmt.Errorf("decoding a stored %s: not an object", s.res.Kind)
 	}
+	defaultStored(s.res, u) // readdefaults.go
 	u.SetGroupVersionKind(s.res.GroupVersionKind())
 	return u, nil
 }

@@ -799,7 +799,10 @@ func FromStorage(err error, gr schema.GroupResource, name string) error {
 	case storagev1.ErrorReason_CONFLICT:
 		return errConflict(gr, name)
 	case storagev1.ErrorReason_EXPIRED:
-		return apierrors.NewResourceExpired(se.Message)
+		e := apierrors.NewResourceExpired(se.Message)
+		// A compacted continue token: upstream's inconsistent continue token, in the Status.
+		e.ErrStatus.ListMeta.Continue = se.Continue
+		return e
 	case storagev1.ErrorReason_TOO_LARGE_RESOURCE_VERSION:
 		retry := int(se.RetryAfterSeconds)
 		if retry <= 0 {

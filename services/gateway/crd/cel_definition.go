@@ -41,6 +41,15 @@ func validateRules(crd, old *apiextensionsv1.CustomResourceDefinition, prior fie
 		if v.Schema == nil || !HasRules(v.Schema.OpenAPIV3Schema) {
 			continue
 		}
+		// An update that leaves a version's schema alone (status writes, metadata, other
+		// versions) does not check its rules again: they were checked when it was written, and
+		// upstream exempts them from the per-expression cost limit anyway (a definition stays
+		// writable when a release changes the estimates). This keeps the definitions
+		// controller's status writes cheap, and definitions stored before rules were checked
+		// writable.
+		if old != nil && unchangedSchema(v, old) {
+			continue
+		}
 		p := field.NewPath("spec", "versions").Index(i).Child("schema", "openAPIV3Schema")
 		if hasStructuralErrors(prior, p) {
 			continue
@@ -50,14 +59,7 @@ func validateRules(crd, old *apiextensionsv1.CustomResourceDefinition, prior fie
 			errs = append(errs, field.Invalid(p, "", err.Error()))
 			continue
 		}
-		w := &ruleWalk{
-			loader: loader,
-			prior:  prior,
-			// Upstream does not apply the per-expression limit to a version whose schema an
-			// update leaves alone, so that a stored definition stays writable when the cost
-			// estimates change between releases.
-			suppressPerExpressionCost: old != nil && unchangedSchema(v, old),
-		}
+		w := &ruleWalk{loader: loader, prior: prior}
 		root := apiextensionsvalidation.RootCELContext(internal)
 		w.node(internal, p, root, nil)
 		errs = append(errs, w.schemaErrs...)
@@ -99,9 +101,8 @@ func containsStep(path, step string) bool {
 // ruleWalk visits a schema's structure (properties, additionalProperties, items) as upstream's
 // CRD validation does, compiling the rules of every node.
 type ruleWalk struct {
-	loader                    cel.EnvLoader
-	prior                     field.ErrorList
-	suppressPerExpressionCost bool
+	loader cel.EnvLoader
+	prior  field.ErrorList
 	// schemaErrs are violations of the rules' fields (fieldPath); celErrs are those of their
 	// expressions. Upstream lists the first before the second.
 	schemaErrs, celErrs field.ErrorList
@@ -177,7 +178,7 @@ func (w *ruleWalk) compile(s *apiextensions.JSONSchemaProps, rp *field.Path, ctx
 		rule := s.XValidations[i]
 		at := rp.Index(i)
 		cost := expressionCost(cr, ctx)
-		if !w.suppressPerExpressionCost && cost > apiextensionsvalidation.StaticEstimatedCostLimit {
+		if cost > apiextensionsvalidation.StaticEstimatedCostLimit {
 			w.celErrs = append(w.celErrs, field.Forbidden(at.Child("rule"), costErrorMessage("estimated rule cost", cost, apiextensionsvalidation.StaticEstimatedCostLimit)))
 		}
 		if ctx.TotalCost != nil {
@@ -193,7 +194,7 @@ func (w *ruleWalk) compile(s *apiextensions.JSONSchemaProps, rp *field.Path, ctx
 		if cr.MessageExpressionError != nil {
 			w.celErrs = append(w.celErrs, field.Invalid(at.Child("messageExpression"), rule, cr.MessageExpressionError.Detail))
 		} else if cr.MessageExpression != nil {
-			if !w.suppressPerExpressionCost && cr.MessageExpressionMaxCost > apiextensionsvalidation.StaticEstimatedCostLimit {
+			if cr.MessageExpressionMaxCost > apiextensionsvalidation.StaticEstimatedCostLimit {
 				w.celErrs = append(w.celErrs, field.Forbidden(at.Child("messageExpression"), costErrorMessage("estimated messageExpression cost", cr.MessageExpressionMaxCost, apiextensionsvalidation.StaticEstimatedCostLimit)))
 			}
 			if ctx.TotalCost != nil {

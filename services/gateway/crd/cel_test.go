@@ -417,8 +417,9 @@ properties:
 	}
 }
 
-// An update that leaves a version's schema alone is not held to the per-expression cost limit
-// (a definition stored before a release changed its estimates stays writable), as upstream.
+// An update that leaves a version's schema alone does not check its rules again (a definition
+// stored before a release changed its estimates stays writable, as upstream; status writes stay
+// cheap); a changed schema is checked.
 func TestValidateRulesOnUpdate(t *testing.T) {
 	const expensive = `
 type: object

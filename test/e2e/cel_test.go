@@ -95,7 +95,7 @@ func crdFromYAML(y string) *unstructured.Unstructured {
 	return u
 }
 
-func gizmo(group, name string, spec map[string]any) *unstructured.Unstructured {
+func celGizmo(group, name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": group + "/v1", "kind": "Gizmo",
 		"metadata": map[string]any{"name": name},
@@ -139,22 +139,22 @@ func checkCELRules(t *testing.T, s *stack.Stack, group string) {
 	})
 	gizmos := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}).Namespace(ns)
 
-	if _, err := gizmos.Create(ctx, gizmo(group, "g1", map[string]any{"replicas": int64(2), "minReplicas": int64(1), "size": "small",
+	if _, err := gizmos.Create(ctx, celGizmo(group, "g1", map[string]any{"replicas": int64(2), "minReplicas": int64(1), "size": "small",
 		"mode": "fast", "memory": "512Mi", "network": "10.0.0.0/8"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Create: one cause per failing rule, with upstream's field, reason and message.
-	_, err := gizmos.Create(ctx, gizmo(group, "bad", map[string]any{"replicas": int64(1), "minReplicas": int64(3), "mode": "legacy"}), metav1.CreateOptions{})
+	_, err := gizmos.Create(ctx, celGizmo(group, "bad", map[string]any{"replicas": int64(1), "minReplicas": int64(3), "mode": "legacy"}), metav1.CreateOptions{})
 	wantCauses(t, err,
 		`spec.replicas|FieldValueInvalid|Invalid value: "object": replicas must be at least minReplicas`,
 		`spec.mode|FieldValueForbidden|Forbidden: mode legacy is not allowed`)
 	if !strings.HasPrefix(err.Error(), `Gizmo.`+group+` "bad" is invalid: [`) {
 		t.Errorf("message: %v", err)
 	}
-	_, err = gizmos.Create(ctx, gizmo(group, "bad", map[string]any{"memory": "2Gi"}), metav1.CreateOptions{})
+	_, err = gizmos.Create(ctx, celGizmo(group, "bad", map[string]any{"memory": "2Gi"}), metav1.CreateOptions{})
 	wantCauses(t, err, `spec.memory|FieldValueInvalid|Invalid value: "string": memory must be below 1Gi`)
-	_, err = gizmos.Create(ctx, gizmo(group, "bad", map[string]any{"network": "fd00::/8"}), metav1.CreateOptions{})
+	_, err = gizmos.Create(ctx, celGizmo(group, "bad", map[string]any{"network": "fd00::/8"}), metav1.CreateOptions{})
 	wantCauses(t, err, `spec.network|FieldValueInvalid|Invalid value: "string": network must be an IPv4 CIDR`)
 
 	// Update, patch and apply: the transition rule compares with the stored object.
@@ -168,9 +168,9 @@ func checkCELRules(t *testing.T, s *stack.Stack, group string) {
 	wantCauses(t, err, immutable)
 	_, err = gizmos.Patch(ctx, "g1", "application/merge-patch+json", []byte(`{"spec":{"size":"large"}}`), metav1.PatchOptions{})
 	wantCauses(t, err, immutable)
-	_, err = gizmos.Apply(ctx, "g1", gizmo(group, "g1", map[string]any{"size": "large", "replicas": int64(2)}), metav1.ApplyOptions{FieldManager: "e2e", Force: true})
+	_, err = gizmos.Apply(ctx, "g1", celGizmo(group, "g1", map[string]any{"size": "large", "replicas": int64(2)}), metav1.ApplyOptions{FieldManager: "e2e", Force: true})
 	wantCauses(t, err, immutable)
-	if _, err := gizmos.Apply(ctx, "g1", gizmo(group, "g1", map[string]any{"size": "small", "replicas": int64(3)}), metav1.ApplyOptions{FieldManager: "e2e", Force: true}); err != nil {
+	if _, err := gizmos.Apply(ctx, "g1", celGizmo(group, "g1", map[string]any{"size": "small", "replicas": int64(3)}), metav1.ApplyOptions{FieldManager: "e2e", Force: true}); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 

@@ -20,8 +20,14 @@
 // apply a version's structural schema to an object, and TypeConverter gives
 // server-side apply the schema's list and map markers.
 //
-// The package builds on the apiextensions v1 Go types, k8s.io/apimachinery
+// CompileRules and Rules evaluate a version's x-kubernetes-validations (CEL)
+// on objects, and Validate checks the rules of a definition being written,
+// both with upstream's code: the validator of k8s.io/apiextensions-apiserver's
+// apiserver/schema/cel on upstream's structural schema (Structural), the CEL
+// environment of k8s.io/apiserver, and the cost accounting of its
+// apis/apiextensions/validation.
+//
+// The rest builds on the apiextensions v1 Go types, k8s.io/apimachinery
 // and kube-openapi (for TypeConverter's models, with ObjectMeta's taken from
-// apiextensions' generated definitions); it does not use the upstream
-// apiextensions apiserver or its validation packages.
+// apiextensions' generated definitions).
 package crd

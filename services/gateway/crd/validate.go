@@ -42,7 +42,9 @@ const maxSelectableFields = 8
 // (names, storage/served flags, schemas that must be structural and whose
 // defaults must be valid, subresources, printer columns, selectable fields),
 // spec.conversion, spec.preserveUnknownFields and status.storedVersions; on
-// update also that scope, group and names.plural did not change.
+// update also that scope, group and names.plural did not change. The
+// x-kubernetes-validations rules of structural schemas are compiled and their
+// estimated costs checked (cel_definition.go).
 //
 // Validate expects the object as stored after v1 defaulting, but tolerates
 // fields defaulting would fill: an empty singular or listKind, a nil
@@ -74,6 +76,7 @@ func Validate(crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorLis
 		}
 	}
 	errs = append(errs, validateStoredVersions(storedVersions, crd.Spec.Versions, field.NewPath("status", "storedVersions"))...)
+	errs = append(errs, validateRules(crd, old, errs)...)
 	return errs
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -44,12 +45,19 @@ type Strategy struct {
 	fms builtin.FieldManagers
 	// printer is built from the version's columns on first use.
 	printer atomic.Pointer[printers.Printer]
+	// rules are the version's x-kubernetes-validations, compiled on first use: once per
+	// definition version (a changed definition gets new strategies).
+	rules func() (*crd.Rules, error)
 }
 
 var _ registry.Strategy = (*Strategy)(nil)
 
 // New returns the strategy of res, a resource of a definition.
-func New(res *registry.Resource) *Strategy { return &Strategy{res: res} }
+func New(res *registry.Resource) *Strategy {
+	return &Strategy{res: res, rules: sync.OnceValues(func() (*crd.Rules, error) {
+		return crd.CompileRules(res.Custom.Schema)
+	})}
+}
 
 func (s *Strategy) New() runtime.Object { return s.res.New() }
 
@@ -118,7 +126,7 @@ func (s *Strategy) Validate(obj, old runtime.Object) field.ErrorList {
 	if !ok {
 		return nil
 	}
-	return validateCustom(s.res, u, old)
+	return validateCustom(s.res, s.rules, u, old)
 }
 
 func (s *Strategy) ValidateName(name string) []string {
@@ -300,14 +308,25 @@ func prefixFieldError(msg, prefix string) string {
 	return msg
 }
 
-// validateCustom checks a custom object against its schema: every violation, as a 422. On
-// update (old set) violations at values the update did not change are not reported (ratcheting).
-func validateCustom(res *registry.Resource, u *unstructured.Unstructured, old runtime.Object) field.ErrorList {
+// validateCustom checks a custom object against its schema and then its x-kubernetes-validations
+// rules (unless the schema's violations keep them from running, as upstream): every violation,
+// as a 422. On update (old set) violations at values the update did not change are not reported
+// (ratcheting), nor rules failing on unchanged values unless they are transition rules.
+func validateCustom(res *registry.Resource, rules func() (*crd.Rules, error), u *unstructured.Unstructured, old runtime.Object) field.ErrorList {
 	errs := crd.ValidateValue(res.Custom.Schema, u.Object)
-	if prev, ok := old.(*unstructured.Unstructured); ok && len(errs) > 0 {
-		errs = crd.Ratchet(errs, u.Object, prev.Object)
+	var prevObj map[string]any
+	if prev, ok := old.(*unstructured.Unstructured); ok {
+		prevObj = prev.Object
+		if len(errs) > 0 {
+			errs = crd.Ratchet(errs, u.Object, prev.Object)
+		}
 	}
-	return errs
+	r, err := rules()
+	if err != nil {
+		return append(errs, field.InternalError(nil, fmt.Errorf("the x-kubernetes-validations rules of %s: %w", res.GroupVersionKind(), err)))
+	}
+	// Strategies see no request context: the rules' runtime is bounded by their cost budget.
+	return append(errs, r.Validate(context.TODO(), u.Object, prevObj, errs)...)
 }
 
 // customSpecChanged tells whether an update changes more than metadata (and status, when status

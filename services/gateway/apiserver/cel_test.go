@@ -9,10 +9,10 @@ import (
 	"platform.io/services/gateway/gatewaytest"
 )
 
-// gadgetCRD is a kind whose schema has CEL validation rules: a rule on spec with a message, a
+// celGadgetCRD is a kind whose schema has CEL validation rules: a rule on spec with a message, a
 // fieldPath and a reason, a messageExpression with reason Forbidden, a transition rule (size is
 // immutable), a rule on the status subresource, and an expensive rule bounded by maxItems.
-const gadgetCRD = `{"apiVersion":"apiextensions.platform.io/v1","kind":"CustomResourceDefinition",
+const celGadgetCRD = `{"apiVersion":"apiextensions.platform.io/v1","kind":"CustomResourceDefinition",
   "metadata":{"name":"gadgets.example.com"},
   "spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"gadgets","kind":"Gadget"},
     "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
@@ -64,7 +64,7 @@ func wantCauses(t *testing.T, r response, want ...string) {
 // alone are ratcheted; the runtime cost is bounded.
 func TestCustomResourceValidationRules(t *testing.T) {
 	e := gatewaytest.Start(t, gatewaytest.Options{})
-	establish(t, e, gadgetCRD, "/apis/example.com/v1", "gadgets")
+	establish(t, e, celGadgetCRD, "/apis/example.com/v1", "gadgets")
 
 	must(t, do(t, e, "POST", gadgets, gadget("g1", `{"size":"small","replicas":2,"minReplicas":1,"mode":"fast","numbers":[1,2,3]}`)), http.StatusCreated)
 

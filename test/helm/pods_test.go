@@ -96,11 +96,12 @@ func TestPodsRun(t *testing.T) {
 			t.Fatalf("no %s container rendered", name)
 		}
 		args, _, _ := unstructured.NestedStringSlice(ct, "args")
+		env, vars := containerEnv(ct)
 		for i := range args {
-			args[i] = where.Replace(args[i])
+			args[i] = expandVars(where.Replace(args[i]), vars)
 		}
 		cmd := exec.Command(filepath.Join(bins, name), args...)
-		cmd.Env = containerEnv(ct)
+		cmd.Env = env
 		logFile, err := os.Create(filepath.Join(logDir, name+".log"))
 		if err != nil {
 			t.Fatal(err)
@@ -196,17 +197,35 @@ func TestPodsRun(t *testing.T) {
 	}
 }
 
-// containerEnv is this process's environment with the container's variables set.
-func containerEnv(ct map[string]any) []string {
+// podIP is what the containers' status.podIP field references resolve to here.
+const podIP = "127.0.0.1"
+
+// containerEnv is this process's environment with the container's variables set (a value, or
+// the pod IP for a status.podIP field reference, as the kubelet sets them), and those variables.
+func containerEnv(ct map[string]any) ([]string, map[string]string) {
 	env := os.Environ()
-	vars, _, _ := unstructured.NestedSlice(ct, "env")
-	for _, v := range vars {
+	vars := map[string]string{}
+	list, _, _ := unstructured.NestedSlice(ct, "env")
+	for _, v := range list {
 		v := v.(map[string]any)
 		name, _ := v["name"].(string)
 		value, _ := v["value"].(string)
+		if path, _, _ := unstructured.NestedString(v, "valueFrom", "fieldRef", "fieldPath"); path == "status.podIP" {
+			value = podIP
+		}
+		vars[name] = value
 		env = append(env, name+"="+value) // later entries win
 	}
-	return env
+	return env, vars
+}
+
+// expandVars replaces $(NAME) references to the container's variables in an argument, as the
+// kubelet does (references to unknown names stay as they are).
+func expandVars(arg string, vars map[string]string) string {
+	for name, value := range vars {
+		arg = strings.ReplaceAll(arg, "$("+name+")", value)
+	}
+	return arg
 }
 
 // probeOnce runs a container's readiness probe once: its exec command (the service's own

@@ -259,7 +259,11 @@ func selectableFields(res *registry.Resource) []any {
 
 // setResourceProperties gives an object schema the properties of every resource: apiVersion and
 // kind strings and metadata as ObjectMeta.
-func setResourceProperties(s obj) {
+func setResourceProperties(s obj) { setResourcePropertiesAt(s, refPrefix) }
+
+// setResourcePropertiesAt is setResourceProperties with ObjectMeta referenced under prefix (v3's
+// components or v2's definitions).
+func setResourcePropertiesAt(s obj, prefix string) {
 	props, _ := s["properties"].(obj)
 	if props == nil {
 		props = obj{}
@@ -267,7 +271,7 @@ func setResourceProperties(s obj) {
 	}
 	props["apiVersion"] = obj{"type": "string"}
 	props["kind"] = obj{"type": "string"}
-	props["metadata"] = obj{"$ref": refPrefix + objectMetaName}
+	props["metadata"] = obj{"$ref": prefix + objectMetaName}
 }
 
 // unfold walks a decoded schema through properties, items and additionalProperties, expanding

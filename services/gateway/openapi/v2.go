@@ -425,16 +425,7 @@ func v2Structural(s obj) {
 
 // setV2ResourceProperties gives an object schema apiVersion and kind strings and metadata as
 // ObjectMeta (replacing what the definition says of metadata, as upstream).
-func setV2ResourceProperties(s obj) {
-	props, _ := s["properties"].(obj)
-	if props == nil {
-		props = obj{}
-		s["properties"] = props
-	}
-	props["apiVersion"] = obj{"type": "string"}
-	props["kind"] = obj{"type": "string"}
-	props["metadata"] = obj{"$ref": v2RefPrefix + objectMetaName}
-}
+func setV2ResourceProperties(s obj) { setResourcePropertiesAt(s, v2RefPrefix) }
 
 // v2EmbeddedResources gives x-kubernetes-embedded-resource nodes the resource properties (and
 // requires apiVersion and kind), except where they keep unknown fields: in v2 those stay

@@ -163,4 +163,3 @@ func garbageCollection(t *testing.T, s *stack.Stack) {
 		}
 	})
 }
-

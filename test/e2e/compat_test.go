@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -583,25 +582,13 @@ func TestCompatCustomResources(t *testing.T) {
 	})
 }
 
-// helmBinary is Helm 3: the one on PATH, else the one test/helm installs in the user cache
-// directory; the test is skipped without either.
+// helmBinary is Helm 3 (stack.Helm: the one on PATH, else one installed into the user cache
+// directory); without it the test fails.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	candidates := []string{}
-	if p, err := exec.LookPath("helm"); err == nil {
-		candidates = append(candidates, p)
+	bin, err := stack.Helm()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if cache, err := os.UserCacheDir(); err == nil {
-		matches, _ := filepath.Glob(filepath.Join(cache, "platform-test", "helm-v3.*", "helm"))
-		sort.Sort(sort.Reverse(sort.StringSlice(matches)))
-		candidates = append(candidates, matches...)
-	}
-	for _, p := range candidates {
-		out, err := exec.Command(p, "version", "--template", "{{.Version}}").Output()
-		if err == nil && strings.HasPrefix(strings.TrimSpace(string(out)), "v3.") {
-			return p
-		}
-	}
-	t.Skip("no Helm 3 on PATH or in the cache test/helm installs it into (go test ./test/helm installs it)")
-	return ""
+	return bin
 }

@@ -16,7 +16,7 @@
 // scheduler or kubelet, so these tests prove the chart renders, validates and installs, not
 // that its pods start (docs/operations.md, "Helm").
 //
-// helm is the one on PATH when it is Helm 3, else `go install helm.sh/helm/v3/cmd/helm@<helmVersion>`
+// helm is the one on PATH when it is Helm 3, else `go install helm.sh/helm/v3/cmd/helm@<stack.HelmVersion>`
 // into the user cache directory (once; about 5 minutes on a cold 2-core machine). Without Go's
 // module proxy or a helm the tests fail; they do not skip.
 package helm
@@ -50,9 +50,6 @@ import (
 	"platform.io/libs/naming"
 	"platform.io/test/stack"
 )
-
-// helmVersion is the Helm 3 release installed when no Helm 3 is on PATH (it builds with Go 1.26).
-const helmVersion = "v3.22.0"
 
 var (
 	// setupErr is why the shared setup failed; every test reports it (fails, never skips).
@@ -113,7 +110,7 @@ func run(m *testing.M) int {
 
 func setup(work string) error {
 	var err error
-	if helmBin, err = findHelm(); err != nil {
+	if helmBin, err = stack.Helm(); err != nil {
 		return err
 	}
 	if bins, err = stack.Build(); err != nil {
@@ -124,40 +121,6 @@ func setup(work string) error {
 	}
 	helmEnv = append(helmEnv, "KUBECONFIG="+platform.Kubeconfig)
 	return installCRDs(filepath.Join(stack.RepoRoot(), "test", "helm", "testdata", "cert-manager-crds.yaml"))
-}
-
-// findHelm returns a Helm 3 binary: helm on PATH when it is Helm 3, else the one `go install`
-// put in the cache directory (installing it the first time).
-func findHelm() (string, error) {
-	if p, err := exec.LookPath("helm"); err == nil {
-		out, err := exec.Command(p, "version", "--template", "{{.Version}}").Output()
-		if err == nil && strings.HasPrefix(strings.TrimSpace(string(out)), "v3.") {
-			return p, nil
-		}
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no helm on PATH and no cache directory for installing one: %w", err)
-	}
-	dir := filepath.Join(cache, "platform-test", "helm-"+helmVersion)
-	bin := filepath.Join(dir, "helm")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	t0 := time.Now()
-	fmt.Fprintf(os.Stderr, "helm tests: no Helm 3 on PATH: go install helm.sh/helm/v3/cmd/helm@%s into %s (minutes the first time)\n", helmVersion, dir)
-	// Outside the repository and its go.work: helm is its own main module, built as released.
-	cmd := exec.Command("go", "install", "helm.sh/helm/v3/cmd/helm@"+helmVersion)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("no Helm 3 on PATH, and go install helm.sh/helm/v3/cmd/helm@%s failed: %v\n%s", helmVersion, err, out)
-	}
-	fmt.Fprintf(os.Stderr, "helm tests: helm %s installed in %v\n", helmVersion, time.Since(t0).Round(time.Second))
-	return bin, nil
 }
 
 // requireSetup fails the test when the shared setup did.
